@@ -1,0 +1,107 @@
+//! What a run measures: one record per flow, one per port, and run-wide counters.
+//!
+//! The definitions here are the single source of truth for every number pfcsim reports; the
+//! column documentation in `docs/metrics.md` is written from them.
+
+/// Everything measured about one flow.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlowRecord {
+    /// Index of the flow in the run's flow table (0-based, in order of start time).
+    pub flow_id: u32,
+    /// Which traffic source made the flow (`poisson`, `incast`, `background`, `scripted`, `flow_file`).
+    pub source: &'static str,
+    pub src: u32,
+    pub dst: u32,
+    pub priority: u8,
+    pub size_bytes: u64,
+    /// When the sender's NIC was handed the flow.
+    pub start_ps: u64,
+    /// When the sender received the acknowledgement of the last byte (`None`: not finished
+    /// when the run ended).
+    pub finish_ps: Option<u64>,
+    /// Flow completion time: `finish - start` (as measured by the ns-3 RDMA simulators).
+    pub fct_ps: Option<u64>,
+    /// FCT of the same flow alone in the fabric on its shortest path: store-and-forward
+    /// pipeline of its packets plus the return of the final ACK.
+    pub ideal_fct_ps: u64,
+    /// `fct / ideal_fct` (>= 1 up to rounding).
+    pub slowdown: Option<f64>,
+    /// Data packets put on the wire by the sender, first transmissions and retransmissions.
+    pub packets_sent: u64,
+    /// Payload bytes sent again after a go-back-N or a timeout.
+    pub retransmitted_bytes: u64,
+    /// NACKs the sender received.
+    pub nacks_received: u32,
+    /// Retransmission timeouts that fired.
+    pub timeouts: u32,
+    /// ACKs/NACKs with the congestion-notification flag the sender received.
+    pub cnps_received: u32,
+    /// Data packets that reached the receiver ahead of the next expected sequence number.
+    pub ooo_arrivals: u64,
+    /// Largest distance, in packets, between an out-of-order arrival and the expected sequence.
+    pub max_ooo_degree: u32,
+    /// Data packets of the flow that waited at least once in a queue paused by PFC.
+    pub pfc_paused_packets: u64,
+    /// Sum over the flow's delivered data packets of the time each waited in PFC-paused queues.
+    pub pfc_wait_total_ps: u64,
+    /// Longest time a single data packet of the flow waited in PFC-paused queues.
+    pub pfc_wait_max_ps: u64,
+    /// `pfc_paused_packets > 0`: the flow was held up by PFC at least once.
+    pub stalled: bool,
+    /// Distinct paths (sequences of egress ports) the flow's data packets took, counted exactly
+    /// up to 8 and saturating there.
+    pub paths_used: u8,
+    /// Data packets that arrived over a different path than the previous one of the flow.
+    pub path_changes: u32,
+}
+
+/// Everything measured about one egress port (one direction of a link).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PortRecord {
+    /// Node that owns the port.
+    pub node: u32,
+    /// Index of the port on its node.
+    pub port: u16,
+    /// Node at the far end of the link.
+    pub peer: u32,
+    /// `true` if the node is a switch, `false` for a host NIC.
+    pub is_switch: bool,
+    pub rate_bps: u64,
+    pub delay_ps: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// PFC PAUSE frames this port sent (because its node's ingress buffer for this port filled).
+    pub pfc_pauses_sent: u64,
+    /// PFC RESUME frames this port sent.
+    pub pfc_resumes_sent: u64,
+    /// PFC PAUSE frames received by this port (they stop its egress).
+    pub pfc_pauses_received: u64,
+    /// Total time during which at least one priority of this port's egress was paused.
+    pub paused_time_ps: u64,
+    /// Largest egress-queue occupancy seen, all priorities together, in bytes.
+    pub peak_queue_bytes: u64,
+    /// Data packets marked with ECN CE at dequeue.
+    pub ecn_marks: u64,
+    /// Packets dropped on arrival because the buffer was full (lossy mode, or headroom overrun).
+    pub drops: u64,
+}
+
+/// Run-wide counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunStats {
+    /// Events processed by the engine.
+    pub events: u64,
+    /// Simulated time at which the run stopped.
+    pub end_ps: u64,
+    /// Wall-clock duration of the run in seconds (not part of the fingerprint).
+    pub wall_seconds: f64,
+    /// Payload bytes handed to the network by senders for the first time.
+    pub bytes_offered: u64,
+    /// Payload bytes delivered in order to receivers.
+    pub bytes_delivered: u64,
+    pub packets_dropped: u64,
+    pub flows_total: u64,
+    pub flows_finished: u64,
+    /// Hash of the event trajectory: equal for equal specs and seeds.
+    pub fingerprint: u64,
+}

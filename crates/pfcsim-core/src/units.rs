@@ -1,0 +1,381 @@
+//! Physical units used throughout the simulator.
+//!
+//! Inside the simulator every quantity is an integer: time in picoseconds ([`Time`]), data
+//! rates in bits per second ([`Rate`]) and sizes in bytes ([`Bytes`]). Human-readable strings
+//! such as `"100Gbps"`, `"1us"` or `"9MB"` are parsed only at the spec boundary, through the
+//! `FromStr` and serde implementations here. Size prefixes are decimal (1 KB = 1000 B); the
+//! binary prefixes `KiB`, `MiB` and `GiB` are accepted too.
+
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+use std::str::FromStr;
+
+/// A point in simulated time or a span of it, in picoseconds.
+///
+/// `u64` picoseconds cover about 213 days of simulated time, far beyond any experiment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(pub u64);
+
+impl Time {
+    pub const ZERO: Time = Time(0);
+    pub const MAX: Time = Time(u64::MAX);
+
+    pub const fn from_ps(ps: u64) -> Time {
+        Time(ps)
+    }
+    pub const fn from_ns(ns: u64) -> Time {
+        Time(ns * 1_000)
+    }
+    pub const fn from_us(us: u64) -> Time {
+        Time(us * 1_000_000)
+    }
+    pub const fn from_ms(ms: u64) -> Time {
+        Time(ms * 1_000_000_000)
+    }
+    pub const fn ps(self) -> u64 {
+        self.0
+    }
+    pub fn as_ns_f64(self) -> f64 {
+        self.0 as f64 / 1e3
+    }
+    pub fn as_us_f64(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e12
+    }
+    pub fn saturating_sub(self, other: Time) -> Time {
+        Time(self.0.saturating_sub(other.0))
+    }
+}
+
+impl Add for Time {
+    type Output = Time;
+    fn add(self, rhs: Time) -> Time {
+        Time(self.0 + rhs.0)
+    }
+}
+
+impl AddAssign for Time {
+    fn add_assign(&mut self, rhs: Time) {
+        self.0 += rhs.0;
+    }
+}
+
+impl Sub for Time {
+    type Output = Time;
+    fn sub(self, rhs: Time) -> Time {
+        Time(self.0 - rhs.0)
+    }
+}
+
+/// A data rate in bits per second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rate(pub u64);
+
+impl Rate {
+    pub const fn gbps(g: u64) -> Rate {
+        Rate(g * 1_000_000_000)
+    }
+    pub const fn mbps(m: u64) -> Rate {
+        Rate(m * 1_000_000)
+    }
+    pub const fn bps(self) -> u64 {
+        self.0
+    }
+    /// Time to serialize `bytes` at this rate, rounded up to the next picosecond.
+    pub fn tx_time(self, bytes: u64) -> Time {
+        let bits = bytes as u128 * 8 * 1_000_000_000_000;
+        Time(bits.div_ceil(self.0 as u128) as u64)
+    }
+    /// Bytes carried in `t` at this rate (rounded down).
+    pub fn bytes_in(self, t: Time) -> u64 {
+        (self.0 as u128 * t.0 as u128 / 8 / 1_000_000_000_000) as u64
+    }
+}
+
+/// A size in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bytes(pub u64);
+
+/// Why a unit string could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitError(pub String);
+
+impl fmt::Display for UnitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UnitError {}
+
+/// Splits `"12.5Gbps"` into (12.5 as text, "Gbps").
+fn split_number(s: &str) -> (&str, &str) {
+    let s = s.trim();
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(s.len());
+    (s[..end].trim(), s[end..].trim())
+}
+
+/// Parses a non-negative decimal number exactly as a rational `mantissa / 10^scale`.
+fn parse_decimal(num: &str) -> Option<(u128, u32)> {
+    let num: String = num.chars().filter(|&c| c != '_').collect();
+    if num.is_empty() || num == "." {
+        return None;
+    }
+    let (int, frac) = num.split_once('.').unwrap_or((&num, ""));
+    if !int.chars().all(|c| c.is_ascii_digit()) || !frac.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    let mantissa: u128 = digits.parse().ok()?;
+    Some((mantissa, frac.len() as u32))
+}
+
+/// Multiplies the decimal `num` by `factor` and returns an exact integer, or `None` if the
+/// result is not a whole number or overflows.
+fn scale_exact(num: &str, factor: u128) -> Option<u64> {
+    let (mantissa, scale) = parse_decimal(num)?;
+    let pow = 10u128.checked_pow(scale)?;
+    let product = mantissa.checked_mul(factor)?;
+    if product % pow != 0 {
+        return None;
+    }
+    u64::try_from(product / pow).ok()
+}
+
+impl FromStr for Time {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Time, UnitError> {
+        let (num, unit) = split_number(s);
+        let factor: u128 = match unit {
+            "ps" => 1,
+            "ns" => 1_000,
+            "us" | "µs" => 1_000_000,
+            "ms" => 1_000_000_000,
+            "s" => 1_000_000_000_000,
+            "" => {
+                return Err(UnitError(format!(
+                    "'{s}' has no time unit; write it with one of ps, ns, us, ms, s (e.g. \"2us\")"
+                )))
+            }
+            other => {
+                return Err(UnitError(format!(
+                    "'{s}' has unknown time unit '{other}'; use one of ps, ns, us, ms, s (e.g. \"2us\")"
+                )))
+            }
+        };
+        scale_exact(num, factor).map(Time).ok_or_else(|| {
+            UnitError(format!(
+                "'{s}' is not a non-negative whole number of picoseconds (e.g. \"2us\", \"1.5ms\")"
+            ))
+        })
+    }
+}
+
+impl FromStr for Rate {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Rate, UnitError> {
+        let (num, unit) = split_number(s);
+        let factor: u128 = match unit {
+            "bps" => 1,
+            "Kbps" | "kbps" => 1_000,
+            "Mbps" => 1_000_000,
+            "Gbps" => 1_000_000_000,
+            "Tbps" => 1_000_000_000_000,
+            "" => {
+                return Err(UnitError(format!(
+                    "'{s}' has no rate unit; write it with one of bps, Kbps, Mbps, Gbps, Tbps (e.g. \"100Gbps\")"
+                )))
+            }
+            other => {
+                return Err(UnitError(format!(
+                    "'{s}' has unknown rate unit '{other}'; use one of bps, Kbps, Mbps, Gbps, Tbps (e.g. \"100Gbps\")"
+                )))
+            }
+        };
+        match scale_exact(num, factor) {
+            Some(0) => Err(UnitError(format!("'{s}' is a zero rate; a rate must be positive"))),
+            Some(r) => Ok(Rate(r)),
+            None => Err(UnitError(format!(
+                "'{s}' is not a positive whole number of bits per second (e.g. \"40Gbps\")"
+            ))),
+        }
+    }
+}
+
+impl FromStr for Bytes {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Bytes, UnitError> {
+        let (num, unit) = split_number(s);
+        let factor: u128 = match unit {
+            "B" => 1,
+            "KB" | "kB" => 1_000,
+            "MB" => 1_000_000,
+            "GB" => 1_000_000_000,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            "" => {
+                return Err(UnitError(format!(
+                    "'{s}' has no size unit; write it with one of B, KB, MB, GB, KiB, MiB, GiB (e.g. \"9MB\")"
+                )))
+            }
+            other => {
+                return Err(UnitError(format!(
+                    "'{s}' has unknown size unit '{other}'; use one of B, KB, MB, GB, KiB, MiB, GiB (e.g. \"9MB\")"
+                )))
+            }
+        };
+        scale_exact(num, factor).map(Bytes).ok_or_else(|| {
+            UnitError(format!(
+                "'{s}' is not a non-negative whole number of bytes (e.g. \"9MB\", \"1.5KB\")"
+            ))
+        })
+    }
+}
+
+impl fmt::Display for Time {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ps = self.0;
+        for (unit, factor) in [
+            ("s", 1_000_000_000_000u64),
+            ("ms", 1_000_000_000),
+            ("us", 1_000_000),
+            ("ns", 1_000),
+        ] {
+            if ps >= factor && ps % factor == 0 {
+                return write!(f, "{}{unit}", ps / factor);
+            }
+        }
+        if ps % 1_000 == 0 && ps > 0 {
+            return write!(f, "{}ns", ps / 1_000);
+        }
+        write!(f, "{ps}ps")
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        for (unit, factor) in [
+            ("Tbps", 1_000_000_000_000u64),
+            ("Gbps", 1_000_000_000),
+            ("Mbps", 1_000_000),
+            ("Kbps", 1_000),
+        ] {
+            if b >= factor && b % factor == 0 {
+                return write!(f, "{}{unit}", b / factor);
+            }
+        }
+        write!(f, "{b}bps")
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        for (unit, factor) in [("GB", 1_000_000_000u64), ("MB", 1_000_000), ("KB", 1_000)] {
+            if b >= factor && b % factor == 0 {
+                return write!(f, "{}{unit}", b / factor);
+            }
+        }
+        write!(f, "{b}B")
+    }
+}
+
+macro_rules! serde_via_string {
+    ($ty:ty, $expect:literal) => {
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.to_string())
+            }
+        }
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl de::Visitor<'_> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($expect)
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<$ty, E> {
+                        v.parse().map_err(|e: UnitError| E::custom(e.0))
+                    }
+                    fn visit_i64<E: de::Error>(self, v: i64) -> Result<$ty, E> {
+                        Err(E::custom(format!(
+                            "{v} has no unit; write it as a string with a unit, {}",
+                            $expect
+                        )))
+                    }
+                    fn visit_u64<E: de::Error>(self, v: u64) -> Result<$ty, E> {
+                        self.visit_i64(v as i64)
+                    }
+                    fn visit_f64<E: de::Error>(self, v: f64) -> Result<$ty, E> {
+                        Err(E::custom(format!(
+                            "{v} has no unit; write it as a string with a unit, {}",
+                            $expect
+                        )))
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+    };
+}
+
+serde_via_string!(Time, "a time such as \"2us\"");
+serde_via_string!(Rate, "a rate such as \"100Gbps\"");
+serde_via_string!(Bytes, "a size such as \"9MB\"");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_exactly() {
+        assert_eq!("2us".parse::<Time>().unwrap(), Time::from_us(2));
+        assert_eq!("1.5ms".parse::<Time>().unwrap(), Time(1_500_000_000));
+        assert_eq!("1000ns".parse::<Time>().unwrap(), Time::from_us(1));
+        assert_eq!("100Gbps".parse::<Rate>().unwrap(), Rate::gbps(100));
+        assert_eq!("12.5Gbps".parse::<Rate>().unwrap(), Rate(12_500_000_000));
+        assert_eq!("9MB".parse::<Bytes>().unwrap(), Bytes(9_000_000));
+        assert_eq!("1MiB".parse::<Bytes>().unwrap(), Bytes(1 << 20));
+        assert_eq!("37.5KB".parse::<Bytes>().unwrap(), Bytes(37_500));
+    }
+
+    #[test]
+    fn rejects_bad_units_with_a_hint() {
+        let e = "40".parse::<Rate>().unwrap_err();
+        assert!(e.0.contains("no rate unit"), "{e}");
+        let e = "0Gbps".parse::<Rate>().unwrap_err();
+        assert!(e.0.contains("zero rate"), "{e}");
+        let e = "2 parsecs".parse::<Time>().unwrap_err();
+        assert!(e.0.contains("unknown time unit 'parsecs'"), "{e}");
+        assert!("0.1ps".parse::<Time>().is_err());
+        assert!("-1us".parse::<Time>().is_err());
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in ["2us", "1500ns", "3ms", "7ps"] {
+            assert_eq!(s.parse::<Time>().unwrap().to_string(), s);
+        }
+        for s in ["100Gbps", "12500Mbps"] {
+            assert_eq!(s.parse::<Rate>().unwrap().to_string(), s);
+        }
+        assert_eq!("9MB".parse::<Bytes>().unwrap().to_string(), "9MB");
+    }
+
+    #[test]
+    fn serialization_time_is_exact() {
+        // 1048 bytes at 100 Gbps = 83.84 ns.
+        assert_eq!(Rate::gbps(100).tx_time(1048), Time(83_840));
+        // Rounds up to the next picosecond.
+        assert_eq!(Rate(3).tx_time(1), Time(2_666_666_666_667));
+        assert_eq!(Rate::gbps(100).bytes_in(Time::from_us(1)), 12_500);
+    }
+}
