@@ -198,7 +198,9 @@ impl FromStr for Rate {
             }
         };
         match scale_exact(num, factor) {
-            Some(0) => Err(UnitError(format!("'{s}' is a zero rate; a rate must be positive"))),
+            Some(0) => Err(UnitError(format!(
+                "'{s}' is a zero rate; a rate must be positive"
+            ))),
             Some(r) => Ok(Rate(r)),
             None => Err(UnitError(format!(
                 "'{s}' is not a positive whole number of bits per second (e.g. \"40Gbps\")"

@@ -1,0 +1,136 @@
+//! Load-balancing schemes that run in the switches, and the interface they plug into.
+//!
+//! A scheme is one file in this folder: a config struct (deserialized from the spec's `[lb]`
+//! table, every field with a documented default) and a state struct, one instance per switch.
+//! The closed enums [`LbConfig`] and [`SwitchLb`] register and dispatch them; adding a scheme
+//! means adding one variant to each (see `docs/adding-a-scheme.md`).
+//!
+//! What a scheme sees and may do, through [`LbCtx`]:
+//! * read-only views of its switch's ports: per-priority queue bytes, PFC pause state, rate;
+//! * the switch's own RNG stream;
+//! * [`LbAction`]s applied by the switch after the call: send a scheme message to a neighbour
+//!   (a real packet that is serialized and propagates on the link), set a timer, recirculate
+//!   a packet.
+//!
+//! Hooks: `choose` (data packet needs an egress among equal-cost candidates), `on_dequeue`
+//! (a packet leaves an egress queue: metadata can be stamped on it), `on_control` (a scheme
+//! message from a neighbour arrived) and `on_timer`. Control packets (ACK, NACK, CNP, PFC)
+//! are never given to a scheme: switches route them with ECMP, as the RDMA references do.
+
+pub mod ecmp;
+
+use crate::engine::Rng;
+use crate::packet::{LbHeader, Packet};
+use crate::sim::PortState;
+use crate::units::Time;
+use serde::{Deserialize, Serialize};
+
+pub use ecmp::{Ecmp, EcmpConfig};
+
+/// Something a scheme asks its switch to do once the hook returns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LbAction {
+    /// Send a scheme message out of local port `port`; it arrives at the neighbour's
+    /// `on_control` after serialization and propagation.
+    SendControl { port: u16, header: LbHeader },
+    /// Call `on_timer(token)` at time `at`.
+    SetTimer { at: Time, token: u64 },
+}
+
+/// What a hook can see and do.
+pub struct LbCtx<'a> {
+    pub now: Time,
+    /// Node id of the switch.
+    pub node: u32,
+    /// The switch's ports, by local index.
+    pub ports: &'a [PortState],
+    pub rng: &'a mut Rng,
+    pub actions: &'a mut Vec<LbAction>,
+}
+
+/// The `[lb]` table of a spec: which scheme, with its parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "scheme", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LbConfig {
+    /// Per-flow hashing of the 5-tuple with a per-switch salt.
+    Ecmp(EcmpConfig),
+}
+
+impl Default for LbConfig {
+    fn default() -> Self {
+        LbConfig::Ecmp(EcmpConfig::default())
+    }
+}
+
+/// Name, one-line description and defaults of every registered scheme.
+pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
+    vec![(
+        "ecmp",
+        "per-flow 5-tuple hash over equal-cost next hops, salted per switch",
+        LbConfig::Ecmp(EcmpConfig::default()),
+    )]
+}
+
+impl LbConfig {
+    pub fn name(&self) -> &'static str {
+        match self {
+            LbConfig::Ecmp(_) => "ecmp",
+        }
+    }
+
+    /// The instance of the scheme for switch `node`.
+    pub fn instantiate(&self, node: u32) -> SwitchLb {
+        match self {
+            LbConfig::Ecmp(c) => SwitchLb::Ecmp(Ecmp::new(c, node)),
+        }
+    }
+}
+
+/// One switch's instance of the configured scheme.
+#[derive(Clone, Debug)]
+pub enum SwitchLb {
+    Ecmp(Ecmp),
+}
+
+impl SwitchLb {
+    /// Picks the egress (a local port index) of a data packet among `candidates` (never
+    /// empty; in the order of the switch's ports).
+    #[inline]
+    pub fn choose(&mut self, _ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+        match self {
+            SwitchLb::Ecmp(s) => s.choose(pkt, candidates),
+        }
+    }
+
+    /// A packet leaves egress `port`; the scheme may rewrite its `lb` header.
+    #[inline]
+    pub fn on_dequeue(&mut self, _ctx: &mut LbCtx, _port: u16, _pkt: &mut Packet) {
+        match self {
+            SwitchLb::Ecmp(_) => {}
+        }
+    }
+
+    /// A scheme message from the neighbour on local port `port` arrived.
+    pub fn on_control(&mut self, _ctx: &mut LbCtx, _port: u16, _header: &LbHeader) {
+        match self {
+            SwitchLb::Ecmp(_) => {}
+        }
+    }
+
+    /// A timer set with [`LbAction::SetTimer`] fired.
+    pub fn on_timer(&mut self, _ctx: &mut LbCtx, _token: u64) {
+        match self {
+            SwitchLb::Ecmp(_) => {}
+        }
+    }
+}
+
+/// The ECMP hash used for control packets and by hash-based schemes: the 5-tuple (addresses
+/// are node ids, the protocol is always UDP) mixed with a per-switch salt.
+#[inline]
+pub fn flow_hash(pkt: &Packet, salt: u64) -> u64 {
+    use crate::engine::mix64;
+    let tuple = (pkt.src as u64) << 32 | pkt.dst as u64;
+    let ports = (pkt.sport as u64) << 16 | pkt.dport as u64;
+    mix64(mix64(tuple ^ salt.rotate_left(17)) ^ ports)
+}

@@ -1,0 +1,259 @@
+//! The switch memory-management unit: one shared buffer, ingress accounting per
+//! (ingress port, priority), and the PFC XOFF/XON decisions.
+//!
+//! Modelled on the shared-buffer MMU of the HPCC ns-3 simulator (see `docs/fabric.md`):
+//!
+//! * Each (ingress port `p`, priority `q`) has a small reserve, then uses the shared pool, then
+//!   its port's headroom.
+//! * The shared-pool threshold is either dynamic, `T = alpha * (buffer - Σheadroom - Σreserve
+//!   - shared_used)`, or a static byte count.
+//! * XOFF: after an enqueue, if (p, q) uses headroom or its shared use reached `T`, the switch
+//!   sends PAUSE(q) out of port `p`. XON: after a dequeue, if (p, q) is paused, uses no
+//!   headroom, and its shared use is 0 or at most `T - resume_offset`, it sends RESUME(q).
+//! * Admission: with PFC on, a packet is dropped only if it would overrun the port's headroom
+//!   (the fabric is misconfigured if that happens); with PFC off there is no headroom and a
+//!   packet that would push (p, q) past `T` is dropped (lossy mode).
+//!
+//! Control packets in the strict-priority queue are not accounted, as in the references.
+
+use crate::sim::N_PRIO;
+
+/// How the XOFF threshold on a queue's shared-buffer use is set.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Threshold {
+    /// Dynamic threshold: `alpha` times the free shared buffer.
+    Dynamic { alpha: f64 },
+    /// A fixed number of shared-buffer bytes per (ingress port, priority).
+    Static { bytes: u64 },
+}
+
+/// What the MMU decided about an arriving packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    Accept,
+    Drop,
+}
+
+/// The buffer state of one switch.
+#[derive(Clone, Debug)]
+pub struct Mmu {
+    buffer: u64,
+    reserve: u64,
+    resume_offset: u64,
+    threshold: Threshold,
+    pfc: bool,
+    headroom: Vec<u64>,
+    /// Σheadroom + Σreserve over ports: the part of the buffer the shared pool cannot use.
+    set_aside: u64,
+    /// Reserve + shared bytes charged to (port, priority).
+    ingress: Vec<u64>,
+    /// Headroom bytes charged to (port, priority).
+    hdrm: Vec<u64>,
+    paused: Vec<bool>,
+    shared_used: u64,
+}
+
+impl Mmu {
+    /// `headroom[p]` is port `p`'s headroom (ignored with PFC off).
+    pub fn new(
+        buffer: u64,
+        reserve: u64,
+        resume_offset: u64,
+        threshold: Threshold,
+        pfc: bool,
+        headroom: Vec<u64>,
+    ) -> Mmu {
+        let ports = headroom.len();
+        let headroom = if pfc { headroom } else { vec![0; ports] };
+        let set_aside = headroom.iter().sum::<u64>() + reserve * ports as u64;
+        Mmu {
+            buffer,
+            reserve,
+            resume_offset,
+            threshold,
+            pfc,
+            headroom,
+            set_aside,
+            ingress: vec![0; ports * N_PRIO],
+            hdrm: vec![0; ports * N_PRIO],
+            paused: vec![false; ports * N_PRIO],
+            shared_used: 0,
+        }
+    }
+
+    #[inline]
+    fn idx(port: usize, prio: u8) -> usize {
+        port * N_PRIO + prio as usize
+    }
+
+    /// The current XOFF threshold on a queue's shared use.
+    #[inline]
+    pub fn threshold(&self) -> u64 {
+        match self.threshold {
+            Threshold::Dynamic { alpha } => {
+                let free = self
+                    .buffer
+                    .saturating_sub(self.set_aside)
+                    .saturating_sub(self.shared_used);
+                (free as f64 * alpha) as u64
+            }
+            Threshold::Static { bytes } => bytes,
+        }
+    }
+
+    #[inline]
+    fn shared_of(&self, i: usize) -> u64 {
+        self.ingress[i].saturating_sub(self.reserve)
+    }
+
+    /// Decides whether a packet of `size` bytes from ingress `port` at priority `prio` fits.
+    pub fn admit(&self, port: usize, prio: u8, size: u64) -> Admission {
+        let i = Self::idx(port, prio);
+        let n = self.ingress[i] + size;
+        let over_threshold = n > self.reserve && n - self.reserve > self.threshold();
+        let drop = if self.pfc {
+            over_threshold && self.hdrm[i] + size > self.headroom[port]
+        } else {
+            over_threshold
+        };
+        if drop {
+            Admission::Drop
+        } else {
+            Admission::Accept
+        }
+    }
+
+    /// Charges an admitted packet. Returns `true` if the switch must now send PAUSE(prio)
+    /// out of `port`.
+    pub fn charge(&mut self, port: usize, prio: u8, size: u64) -> bool {
+        let i = Self::idx(port, prio);
+        let n = self.ingress[i] + size;
+        if n <= self.reserve {
+            self.ingress[i] = n;
+        } else if self.pfc && n - self.reserve > self.threshold() {
+            self.hdrm[i] += size;
+        } else {
+            self.shared_used += size.min(n - self.reserve);
+            self.ingress[i] = n;
+        }
+        if self.pfc
+            && !self.paused[i]
+            && (self.hdrm[i] > 0 || self.shared_of(i) >= self.threshold())
+        {
+            self.paused[i] = true;
+            return true;
+        }
+        false
+    }
+
+    /// Releases a departing packet's bytes (headroom first, then shared, then reserve).
+    /// Returns `true` if the switch must now send RESUME(prio) out of `port`.
+    pub fn release(&mut self, port: usize, prio: u8, size: u64) -> bool {
+        let i = Self::idx(port, prio);
+        let from_hdrm = self.hdrm[i].min(size);
+        self.hdrm[i] -= from_hdrm;
+        let rest = size - from_hdrm;
+        let from_shared = self.shared_of(i).min(rest);
+        self.shared_used -= from_shared;
+        self.ingress[i] -= rest;
+        if self.paused[i] && self.hdrm[i] == 0 {
+            let shared = self.shared_of(i);
+            if shared == 0 || shared + self.resume_offset <= self.threshold() {
+                self.paused[i] = false;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Bytes currently charged, all queues together (0 when the switch is empty).
+    pub fn bytes_in_use(&self) -> u64 {
+        self.ingress.iter().sum::<u64>() + self.hdrm.iter().sum::<u64>()
+    }
+
+    /// Headroom and reserve over all ports: the part of the buffer the shared pool never uses.
+    pub fn set_aside(&self) -> u64 {
+        self.set_aside
+    }
+
+    pub fn shared_used(&self) -> u64 {
+        self.shared_used
+    }
+
+    /// Whether this switch has PAUSE outstanding for (port, prio).
+    pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
+        self.paused[Self::idx(port, prio)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mmu(threshold: Threshold, pfc: bool) -> Mmu {
+        Mmu::new(100_000, 1_000, 500, threshold, pfc, vec![10_000; 4])
+    }
+
+    #[test]
+    fn static_threshold_pauses_and_resumes_with_hysteresis() {
+        let mut m = mmu(Threshold::Static { bytes: 5_000 }, true);
+        // Reserve (1000 B) then shared; PAUSE when shared use reaches 5000 B.
+        let mut paused_at = None;
+        for k in 1..=10 {
+            if m.charge(1, 3, 1_000) {
+                paused_at = Some(k);
+                break;
+            }
+        }
+        assert_eq!(paused_at, Some(6)); // 1000 reserve + 5000 shared
+        assert!(m.is_pausing(1, 3));
+        // Other queues are unaffected.
+        assert!(!m.is_pausing(1, 2) && !m.is_pausing(0, 3));
+        // RESUME only once shared use <= 5000 - 500.
+        assert!(!m.release(1, 3, 400)); // shared 4600
+        assert!(m.release(1, 3, 100)); // shared 4500
+        assert!(!m.is_pausing(1, 3));
+    }
+
+    #[test]
+    fn headroom_absorbs_overflow_then_drops() {
+        let mut m = mmu(Threshold::Static { bytes: 2_000 }, true);
+        for _ in 0..3 {
+            assert_eq!(m.admit(0, 3, 1_000), Admission::Accept);
+            m.charge(0, 3, 1_000);
+        }
+        // Past the threshold: headroom takes 10 more packets, then drops.
+        for _ in 0..10 {
+            assert_eq!(m.admit(0, 3, 1_000), Admission::Accept);
+            m.charge(0, 3, 1_000);
+        }
+        assert_eq!(m.admit(0, 3, 1_000), Admission::Drop);
+        for _ in 0..13 {
+            m.release(0, 3, 1_000);
+        }
+        assert_eq!(m.bytes_in_use(), 0);
+        assert_eq!(m.shared_used(), 0);
+    }
+
+    #[test]
+    fn lossy_mode_drops_at_threshold_and_never_pauses() {
+        let mut m = mmu(Threshold::Static { bytes: 2_000 }, false);
+        let mut accepted = 0;
+        while m.admit(2, 3, 1_000) == Admission::Accept {
+            assert!(!m.charge(2, 3, 1_000));
+            accepted += 1;
+        }
+        assert_eq!(accepted, 3);
+    }
+
+    #[test]
+    fn dynamic_threshold_shrinks_as_the_buffer_fills() {
+        let mut m = mmu(Threshold::Dynamic { alpha: 0.5 }, true);
+        // set aside: 4 * 10_000 headroom + 4 * 1_000 reserve = 44_000.
+        assert_eq!(m.threshold(), 28_000);
+        m.charge(0, 3, 1_000); // reserve
+        m.charge(0, 3, 10_000); // shared
+        assert_eq!(m.shared_used(), 10_000);
+        assert_eq!(m.threshold(), 23_000);
+    }
+}

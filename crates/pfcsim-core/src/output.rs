@@ -1,0 +1,952 @@
+//! Results output: the per-flow and per-port records and the FCT summary as Parquet files, and
+//! the summary itself (flow completion time and slowdown statistics per flow-size bucket).
+//!
+//! Every record field becomes a column of the same name and the matching Arrow type (`u64` ->
+//! UInt64, `u32` -> UInt32, `u16` -> UInt16, `u8` -> UInt8, `bool` -> Boolean, `f64` ->
+//! Float64, `&str` -> Utf8; an `Option` field becomes a nullable column). Times stay in
+//! picoseconds as in the records; the flows file adds one derived column, `fct_us`. Files are
+//! Snappy-compressed and written in row groups of at most 2^20 (about a million) rows, each
+//! built from its own chunk of records, so memory stays bounded for millions of flows.
+
+use crate::metrics::{FlowRecord, PortRecord};
+use arrow_array::types::{
+    ArrowPrimitiveType, Float64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use arrow_array::{ArrayRef, BooleanArray, PrimitiveArray, RecordBatch, StringArray};
+use arrow_schema::{ArrowError, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::errors::ParquetError;
+use parquet::file::properties::WriterProperties;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Largest number of rows in one Parquet row group (and one in-memory batch).
+const ROWS_PER_GROUP: usize = 1 << 20;
+
+/// Failure to write a results file; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The file could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    Io {
+        /// The file being written.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// The Parquet writer failed (including I/O errors while writing or closing the file).
+    #[error("cannot write Parquet file {}: {source}", path.display())]
+    Parquet {
+        /// The file being written.
+        path: PathBuf,
+        /// The underlying Parquet error.
+        source: ParquetError,
+    },
+    /// The columns did not form a valid Arrow record batch.
+    #[error("cannot assemble the columns of {}: {source}", path.display())]
+    Arrow {
+        /// The file being written.
+        path: PathBuf,
+        /// The underlying Arrow error.
+        source: ArrowError,
+    },
+}
+
+/// Writes one row per flow to `path`: every [`FlowRecord`] field, plus `fct_us` (nullable
+/// Float64), the FCT in microseconds.
+pub fn write_flows_parquet(path: &Path, flows: &[FlowRecord]) -> Result<(), OutputError> {
+    write_table(path, flows, ROWS_PER_GROUP, flow_columns)
+}
+
+/// Writes one row per egress port to `path`: every [`PortRecord`] field.
+pub fn write_ports_parquet(path: &Path, ports: &[PortRecord]) -> Result<(), OutputError> {
+    write_table(path, ports, ROWS_PER_GROUP, port_columns)
+}
+
+/// Writes one row per [`SummaryRow`] to `path`, in order, with the same column names as its
+/// fields. Statistics of empty buckets are NaN (the columns are not nullable).
+pub fn write_summary_parquet(path: &Path, summary: &Summary) -> Result<(), OutputError> {
+    write_table(path, &summary.rows, ROWS_PER_GROUP, summary_columns)
+}
+
+fn flow_columns(rows: &[FlowRecord]) -> Columns<'_, FlowRecord> {
+    Columns::new(rows)
+        .prim::<UInt32Type>("flow_id", |f| f.flow_id)
+        .utf8("source", |f| f.source)
+        .prim::<UInt32Type>("src", |f| f.src)
+        .prim::<UInt32Type>("dst", |f| f.dst)
+        .prim::<UInt8Type>("priority", |f| f.priority)
+        .prim::<UInt64Type>("size_bytes", |f| f.size_bytes)
+        .prim::<UInt64Type>("start_ps", |f| f.start_ps)
+        .opt::<UInt64Type>("finish_ps", |f| f.finish_ps)
+        .opt::<UInt64Type>("fct_ps", |f| f.fct_ps)
+        .prim::<UInt64Type>("ideal_fct_ps", |f| f.ideal_fct_ps)
+        .opt::<Float64Type>("slowdown", |f| f.slowdown)
+        .prim::<UInt64Type>("packets_sent", |f| f.packets_sent)
+        .prim::<UInt64Type>("retransmitted_bytes", |f| f.retransmitted_bytes)
+        .prim::<UInt32Type>("nacks_received", |f| f.nacks_received)
+        .prim::<UInt32Type>("timeouts", |f| f.timeouts)
+        .prim::<UInt32Type>("cnps_received", |f| f.cnps_received)
+        .prim::<UInt64Type>("ooo_arrivals", |f| f.ooo_arrivals)
+        .prim::<UInt32Type>("max_ooo_degree", |f| f.max_ooo_degree)
+        .prim::<UInt64Type>("pfc_paused_packets", |f| f.pfc_paused_packets)
+        .prim::<UInt64Type>("pfc_wait_total_ps", |f| f.pfc_wait_total_ps)
+        .prim::<UInt64Type>("pfc_wait_max_ps", |f| f.pfc_wait_max_ps)
+        .bool("stalled", |f| f.stalled)
+        .prim::<UInt8Type>("paths_used", |f| f.paths_used)
+        .prim::<UInt32Type>("path_changes", |f| f.path_changes)
+        .opt::<Float64Type>("fct_us", |f| f.fct_ps.map(ps_to_us))
+}
+
+fn port_columns(rows: &[PortRecord]) -> Columns<'_, PortRecord> {
+    Columns::new(rows)
+        .prim::<UInt32Type>("node", |p| p.node)
+        .prim::<UInt16Type>("port", |p| p.port)
+        .prim::<UInt32Type>("peer", |p| p.peer)
+        .bool("is_switch", |p| p.is_switch)
+        .prim::<UInt64Type>("rate_bps", |p| p.rate_bps)
+        .prim::<UInt64Type>("delay_ps", |p| p.delay_ps)
+        .prim::<UInt64Type>("tx_packets", |p| p.tx_packets)
+        .prim::<UInt64Type>("tx_bytes", |p| p.tx_bytes)
+        .prim::<UInt64Type>("pfc_pauses_sent", |p| p.pfc_pauses_sent)
+        .prim::<UInt64Type>("pfc_resumes_sent", |p| p.pfc_resumes_sent)
+        .prim::<UInt64Type>("pfc_pauses_received", |p| p.pfc_pauses_received)
+        .prim::<UInt64Type>("paused_time_ps", |p| p.paused_time_ps)
+        .prim::<UInt64Type>("peak_queue_bytes", |p| p.peak_queue_bytes)
+        .prim::<UInt64Type>("ecn_marks", |p| p.ecn_marks)
+        .prim::<UInt64Type>("drops", |p| p.drops)
+}
+
+fn summary_columns(rows: &[SummaryRow]) -> Columns<'_, SummaryRow> {
+    Columns::new(rows)
+        .utf8("bucket", |r| &r.bucket)
+        .prim::<UInt64Type>("flows", |r| r.flows)
+        .prim::<UInt64Type>("finished", |r| r.finished)
+        .prim::<Float64Type>("fct_avg_us", |r| r.fct_avg_us)
+        .prim::<Float64Type>("fct_p50_us", |r| r.fct_p50_us)
+        .prim::<Float64Type>("fct_p95_us", |r| r.fct_p95_us)
+        .prim::<Float64Type>("fct_p99_us", |r| r.fct_p99_us)
+        .prim::<Float64Type>("fct_p999_us", |r| r.fct_p999_us)
+        .prim::<Float64Type>("slowdown_avg", |r| r.slowdown_avg)
+        .prim::<Float64Type>("slowdown_p50", |r| r.slowdown_p50)
+        .prim::<Float64Type>("slowdown_p95", |r| r.slowdown_p95)
+        .prim::<Float64Type>("slowdown_p99", |r| r.slowdown_p99)
+        .prim::<Float64Type>("slowdown_p999", |r| r.slowdown_p999)
+        .prim::<UInt64Type>("retransmitted_bytes", |r| r.retransmitted_bytes)
+        .prim::<UInt64Type>("ooo_arrivals", |r| r.ooo_arrivals)
+        .prim::<UInt64Type>("stalled_flows", |r| r.stalled_flows)
+}
+
+/// The columns of one batch of rows, built field by field.
+struct Columns<'a, R> {
+    rows: &'a [R],
+    fields: Vec<Field>,
+    arrays: Vec<ArrayRef>,
+}
+
+impl<'a, R> Columns<'a, R> {
+    fn new(rows: &'a [R]) -> Self {
+        Columns {
+            rows,
+            fields: Vec::new(),
+            arrays: Vec::new(),
+        }
+    }
+
+    fn push(mut self, name: &str, nullable: bool, array: ArrayRef) -> Self {
+        self.fields
+            .push(Field::new(name, array.data_type().clone(), nullable));
+        self.arrays.push(array);
+        self
+    }
+
+    /// A non-nullable column of a primitive type.
+    fn prim<T: ArrowPrimitiveType>(self, name: &str, f: impl Fn(&'a R) -> T::Native) -> Self {
+        let array = PrimitiveArray::<T>::from_iter_values(self.rows.iter().map(f));
+        self.push(name, false, Arc::new(array))
+    }
+
+    /// A nullable column of a primitive type (`None` is null).
+    fn opt<T: ArrowPrimitiveType>(
+        self,
+        name: &str,
+        f: impl Fn(&'a R) -> Option<T::Native>,
+    ) -> Self {
+        let array: PrimitiveArray<T> = self.rows.iter().map(f).collect();
+        self.push(name, true, Arc::new(array))
+    }
+
+    fn bool(self, name: &str, f: impl Fn(&'a R) -> bool) -> Self {
+        let array = BooleanArray::from(self.rows.iter().map(f).collect::<Vec<bool>>());
+        self.push(name, false, Arc::new(array))
+    }
+
+    fn utf8(self, name: &str, f: impl Fn(&'a R) -> &'a str) -> Self {
+        let array = StringArray::from_iter_values(self.rows.iter().map(f));
+        self.push(name, false, Arc::new(array))
+    }
+}
+
+/// Writes `rows` to a Snappy-compressed Parquet file at `path`, one row group (and one batch of
+/// arrays built by `columns`) per chunk of at most `rows_per_group` rows (which must be > 0).
+fn write_table<'a, R>(
+    path: &Path,
+    rows: &'a [R],
+    rows_per_group: usize,
+    columns: impl Fn(&'a [R]) -> Columns<'a, R>,
+) -> Result<(), OutputError> {
+    let parquet_err = |source| OutputError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    // The schema comes from the same builder run on no rows, so it cannot drift from the batches.
+    let schema = Arc::new(Schema::new(columns(&rows[..0]).fields));
+    let file = File::create(path).map_err(|source| OutputError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_size(rows_per_group)
+        .build();
+    let mut writer =
+        ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_err)?;
+    for chunk in rows.chunks(rows_per_group) {
+        let batch =
+            RecordBatch::try_new(schema.clone(), columns(chunk).arrays).map_err(|source| {
+                OutputError::Arrow {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
+        writer.write(&batch).map_err(parquet_err)?;
+    }
+    writer.close().map_err(parquet_err)?;
+    Ok(())
+}
+
+fn ps_to_us(ps: u64) -> f64 {
+    ps as f64 / 1e6
+}
+
+/// Flow-size buckets given by ascending boundaries in bytes. With bounds `b0 < b1 < ... < bk`,
+/// bucket 0 holds sizes below `b0`, bucket `i` (1..=k) sizes in `[b(i-1), bi)` and bucket
+/// `k + 1` sizes of at least `bk`. E.g. `[10_000, 100_000, 1_000_000]` gives buckets `<10KB`,
+/// `10KB-100KB`, `100KB-1MB` and `>=1MB` (labels made from the bounds, decimal units).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SizeBuckets(pub Vec<u64>);
+
+// There is always at least one bucket, so an `is_empty` would be meaningless.
+#[allow(clippy::len_without_is_empty)]
+impl SizeBuckets {
+    /// Label of bucket `i`, e.g. `<10KB`, `10KB-100KB`, `>=10MB` (`all sizes` when there are no
+    /// bounds). Panics if `i >= self.len()`.
+    pub fn label(&self, i: usize) -> String {
+        assert!(i < self.len(), "size bucket {i} out of range");
+        let lo = i.checked_sub(1).map(|j| decimal_size(self.0[j]));
+        let hi = self.0.get(i).map(|&b| decimal_size(b));
+        match (lo, hi) {
+            (None, None) => "all sizes".to_string(),
+            (None, Some(hi)) => format!("<{hi}"),
+            (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
+            (Some(lo), None) => format!(">={lo}"),
+        }
+    }
+
+    /// Index of the bucket that holds a flow of `size` bytes.
+    pub fn index(&self, size: u64) -> usize {
+        self.0.partition_point(|&bound| bound <= size)
+    }
+
+    /// Number of buckets: one more than the number of bounds.
+    pub fn len(&self) -> usize {
+        self.0.len() + 1
+    }
+}
+
+impl Default for SizeBuckets {
+    /// Bounds 10 KB, 100 KB, 1 MB and 10 MB.
+    fn default() -> Self {
+        SizeBuckets(vec![10_000, 100_000, 1_000_000, 10_000_000])
+    }
+}
+
+/// `bytes` in the largest decimal unit it reaches, exactly: `10KB`, `1.5MB`, `999B`.
+fn decimal_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1_000_000_000_000, "TB"),
+        (1_000_000_000, "GB"),
+        (1_000_000, "MB"),
+        (1_000, "KB"),
+    ];
+    match UNITS.iter().find(|&&(unit, _)| bytes >= unit) {
+        None => format!("{bytes}B"),
+        Some(&(unit, suffix)) => {
+            let (whole, frac) = (bytes / unit, bytes % unit);
+            if frac == 0 {
+                format!("{whole}{suffix}")
+            } else {
+                let digits = unit.ilog10() as usize;
+                let frac = format!("{frac:0digits$}");
+                format!("{whole}.{}{suffix}", frac.trim_end_matches('0'))
+            }
+        }
+    }
+}
+
+/// FCT and slowdown statistics of one group of flows.
+///
+/// `flows` counts every flow of the group, `finished` those that completed. The FCT and
+/// slowdown statistics are over finished flows only (NaN when there are none); quantiles use
+/// [`quantile`]. The three counters (`retransmitted_bytes`, `ooo_arrivals`, `stalled_flows`)
+/// add up over every flow of the group, finished or not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SummaryRow {
+    /// `all` for every flow, otherwise a [`SizeBuckets::label`].
+    pub bucket: String,
+    /// Flows in the group.
+    pub flows: u64,
+    /// Flows in the group that finished.
+    pub finished: u64,
+    /// Mean FCT in microseconds.
+    pub fct_avg_us: f64,
+    /// Median FCT in microseconds.
+    pub fct_p50_us: f64,
+    /// 95th-percentile FCT in microseconds.
+    pub fct_p95_us: f64,
+    /// 99th-percentile FCT in microseconds.
+    pub fct_p99_us: f64,
+    /// 99.9th-percentile FCT in microseconds.
+    pub fct_p999_us: f64,
+    /// Mean slowdown (FCT / ideal FCT).
+    pub slowdown_avg: f64,
+    /// Median slowdown.
+    pub slowdown_p50: f64,
+    /// 95th-percentile slowdown.
+    pub slowdown_p95: f64,
+    /// 99th-percentile slowdown.
+    pub slowdown_p99: f64,
+    /// 99.9th-percentile slowdown.
+    pub slowdown_p999: f64,
+    /// Sum of the flows' retransmitted payload bytes.
+    pub retransmitted_bytes: u64,
+    /// Sum of the flows' out-of-order arrivals.
+    pub ooo_arrivals: u64,
+    /// Flows held up by PFC at least once.
+    pub stalled_flows: u64,
+}
+
+/// The FCT summary of a run: one [`SummaryRow`] for all flows, then one per size bucket.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    /// `all` first, then each size bucket in order (empty buckets included).
+    pub rows: Vec<SummaryRow>,
+}
+
+impl Summary {
+    /// Summarizes `flows`, overall and per size bucket (see [`SummaryRow`] for what each
+    /// number covers).
+    pub fn compute(flows: &[FlowRecord], buckets: &SizeBuckets) -> Summary {
+        // Group 0 is every flow, group 1 + i is size bucket i.
+        let mut groups = vec![Group::default(); buckets.len() + 1];
+        for flow in flows {
+            groups[0].add(flow);
+            groups[1 + buckets.index(flow.size_bytes)].add(flow);
+        }
+        let labels =
+            std::iter::once("all".to_string()).chain((0..buckets.len()).map(|i| buckets.label(i)));
+        let rows = labels
+            .zip(groups)
+            .map(|(label, group)| group.into_row(label))
+            .collect();
+        Summary { rows }
+    }
+
+    /// The summary as a fixed-width text table for a terminal: bucket, flows, finished flows
+    /// (`done`), FCT avg/p50/p99/p99.9 in microseconds and slowdown avg/p50/p99/p99.9. NaN
+    /// statistics show as `-`.
+    pub fn to_table(&self) -> String {
+        const HEADER: [&str; 11] = [
+            "bucket", "flows", "done", "avg", "p50", "p99", "p99.9", "avg", "p50", "p99", "p99.9",
+        ];
+        // Column ranges under the group titles of the first header line.
+        const GROUPS: [(&str, std::ops::Range<usize>); 2] =
+            [(" FCT (us) ", 3..7), (" slowdown ", 7..11)];
+        const SEP: &str = "  ";
+        let num = |x: f64| {
+            if x.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{x:.2}")
+            }
+        };
+        let cells: Vec<[String; 11]> = self
+            .rows
+            .iter()
+            .map(|r| {
+                [
+                    r.bucket.clone(),
+                    r.flows.to_string(),
+                    r.finished.to_string(),
+                    num(r.fct_avg_us),
+                    num(r.fct_p50_us),
+                    num(r.fct_p99_us),
+                    num(r.fct_p999_us),
+                    num(r.slowdown_avg),
+                    num(r.slowdown_p50),
+                    num(r.slowdown_p99),
+                    num(r.slowdown_p999),
+                ]
+            })
+            .collect();
+        let mut widths = HEADER.map(str::len);
+        for row in &cells {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.len());
+            }
+        }
+        // Widen the last column of a group if its title does not fit over the group.
+        for (title, range) in GROUPS {
+            let span: usize =
+                widths[range.clone()].iter().sum::<usize>() + SEP.len() * (range.len() - 1);
+            widths[range.end - 1] += (title.len() + 2).saturating_sub(span);
+        }
+
+        let mut out = String::new();
+        let mut groups_line = " ".repeat(widths[..3].iter().sum::<usize>() + SEP.len() * 3);
+        for (k, (title, range)) in GROUPS.into_iter().enumerate() {
+            if k > 0 {
+                groups_line.push_str(SEP);
+            }
+            let span = widths[range.clone()].iter().sum::<usize>() + SEP.len() * (range.len() - 1);
+            groups_line.push_str(&format!("{title:-^span$}"));
+        }
+        out.push_str(&groups_line);
+        out.push('\n');
+        let header = HEADER.map(str::to_string);
+        for row in std::iter::once(&header).chain(&cells) {
+            let line: Vec<String> = row
+                .iter()
+                .zip(widths)
+                .enumerate()
+                .map(|(i, (cell, w))| {
+                    if i == 0 {
+                        format!("{cell:<w$}")
+                    } else {
+                        format!("{cell:>w$}")
+                    }
+                })
+                .collect();
+            out.push_str(&line.join(SEP));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// What [`Summary::compute`] gathers about one group of flows.
+#[derive(Clone, Default)]
+struct Group {
+    flows: u64,
+    fct_us: Vec<f64>,
+    slowdown: Vec<f64>,
+    retransmitted_bytes: u64,
+    ooo_arrivals: u64,
+    stalled_flows: u64,
+}
+
+impl Group {
+    fn add(&mut self, flow: &FlowRecord) {
+        self.flows += 1;
+        if let Some(fct) = flow.fct_ps {
+            self.fct_us.push(ps_to_us(fct));
+            self.slowdown.extend(flow.slowdown);
+        }
+        self.retransmitted_bytes += flow.retransmitted_bytes;
+        self.ooo_arrivals += flow.ooo_arrivals;
+        self.stalled_flows += u64::from(flow.stalled);
+    }
+
+    fn into_row(self, bucket: String) -> SummaryRow {
+        let fct = Stats::of(self.fct_us);
+        let slowdown = Stats::of(self.slowdown);
+        SummaryRow {
+            bucket,
+            flows: self.flows,
+            finished: fct.n,
+            fct_avg_us: fct.avg,
+            fct_p50_us: fct.p50,
+            fct_p95_us: fct.p95,
+            fct_p99_us: fct.p99,
+            fct_p999_us: fct.p999,
+            slowdown_avg: slowdown.avg,
+            slowdown_p50: slowdown.p50,
+            slowdown_p95: slowdown.p95,
+            slowdown_p99: slowdown.p99,
+            slowdown_p999: slowdown.p999,
+            retransmitted_bytes: self.retransmitted_bytes,
+            ooo_arrivals: self.ooo_arrivals,
+            stalled_flows: self.stalled_flows,
+        }
+    }
+}
+
+/// Count, mean and quantiles of a sample (NaN statistics when it is empty).
+struct Stats {
+    n: u64,
+    avg: f64,
+    p50: f64,
+    p95: f64,
+    p99: f64,
+    p999: f64,
+}
+
+impl Stats {
+    fn of(mut values: Vec<f64>) -> Stats {
+        values.sort_by(f64::total_cmp);
+        let avg = if values.is_empty() {
+            f64::NAN
+        } else {
+            values.iter().sum::<f64>() / values.len() as f64
+        };
+        Stats {
+            n: values.len() as u64,
+            avg,
+            p50: quantile(&values, 0.5),
+            p95: quantile(&values, 0.95),
+            p99: quantile(&values, 0.99),
+            p999: quantile(&values, 0.999),
+        }
+    }
+}
+
+/// The `q`-quantile of `sorted` (ascending, e.g. sorted with `f64::total_cmp`) by the
+/// nearest-rank method: the value of 1-based rank `ceil(q * n)` among the `n` values, with the
+/// rank kept within `1..=n` (so `q = 0` gives the smallest value and `q = 1` the largest) and
+/// `q` clamped to `[0, 1]`. It never interpolates: the result is always one of the values.
+/// A `q * n` within floating-point rounding of an integer counts as that integer (0.07 of 100
+/// values is rank 7, although `0.07 * 100.0` is 7.000000000000001). NaN if `sorted` is empty.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let n = sorted.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let exact = q.clamp(0.0, 1.0) * n as f64;
+    let nearest = exact.round();
+    let rank = if (exact - nearest).abs() <= 1e-9 * nearest.max(1.0) {
+        nearest
+    } else {
+        exact.ceil()
+    };
+    // A NaN `q` gives rank 0 here (float-to-int casts saturate), hence the first value.
+    sorted[(rank as usize).clamp(1, n) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+    use arrow_schema::DataType;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    const US: u64 = 1_000_000;
+
+    /// A fresh directory under the system temp dir, unique to this process and test.
+    fn scratch_dir(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pfcsim-output-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn read_back(path: &Path) -> (usize, Vec<RecordBatch>) {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
+        let meta = builder.metadata().clone();
+        for group in meta.row_groups() {
+            for column in group.columns() {
+                assert_eq!(column.compression(), Compression::SNAPPY);
+            }
+        }
+        let batches = builder.build().unwrap().map(Result::unwrap).collect();
+        (meta.num_row_groups(), batches)
+    }
+
+    fn flow(id: u32, size: u64, fct_us: Option<u64>, slowdown: f64) -> FlowRecord {
+        let start_ps = u64::from(id) * 10 * US;
+        FlowRecord {
+            flow_id: id,
+            source: "poisson",
+            src: id,
+            dst: id + 100,
+            size_bytes: size,
+            start_ps,
+            finish_ps: fct_us.map(|f| start_ps + f * US),
+            fct_ps: fct_us.map(|f| f * US),
+            ideal_fct_ps: US,
+            slowdown: fct_us.map(|_| slowdown),
+            ..FlowRecord::default()
+        }
+    }
+
+    /// Buckets `<1KB`, `1KB-10KB`, `10KB-1MB`, `>=1MB` and six flows, two unfinished.
+    fn sample() -> (Vec<FlowRecord>, SizeBuckets) {
+        let mut flows = vec![
+            flow(0, 500, Some(2), 1.0),
+            flow(1, 800, Some(4), 2.0),
+            flow(2, 5_000, Some(10), 1.5),
+            flow(3, 5_000, None, 0.0),
+            flow(4, 10_000, Some(20), 3.0),
+            flow(5, 2_000_000, None, 0.0),
+        ];
+        flows[0].ooo_arrivals = 1;
+        flows[1].stalled = true;
+        flows[2].retransmitted_bytes = 100;
+        flows[3].retransmitted_bytes = 50;
+        flows[3].ooo_arrivals = 3;
+        flows[3].stalled = true;
+        (flows, SizeBuckets(vec![1_000, 10_000, 1_000_000]))
+    }
+
+    #[test]
+    fn quantile_is_nearest_rank() {
+        assert!(quantile(&[], 0.5).is_nan());
+        for q in [0.0, 0.3, 0.5, 0.999, 1.0] {
+            assert_eq!(quantile(&[7.0], q), 7.0);
+        }
+        let four = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(quantile(&four, 0.0), 1.0);
+        assert_eq!(quantile(&four, 0.25), 1.0);
+        assert_eq!(quantile(&four, 0.26), 2.0);
+        assert_eq!(quantile(&four, 0.5), 2.0);
+        assert_eq!(quantile(&four, 0.51), 3.0);
+        assert_eq!(quantile(&four, 1.0), 4.0);
+        assert_eq!(quantile(&four, 1.5), 4.0);
+        assert_eq!(quantile(&four, -1.0), 1.0);
+        assert_eq!(quantile(&four, f64::NAN), 1.0);
+        let thousand: Vec<f64> = (1..=1000).map(f64::from).collect();
+        assert_eq!(quantile(&thousand, 0.5), 500.0);
+        assert_eq!(quantile(&thousand, 0.99), 990.0);
+        assert_eq!(quantile(&thousand, 0.999), 999.0);
+        assert_eq!(quantile(&thousand, 0.9991), 1000.0);
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        for k in 1..=100 {
+            let q = f64::from(k) / 100.0;
+            assert_eq!(quantile(&hundred, q), f64::from(k), "q = {q}");
+        }
+        assert_eq!(quantile(&hundred, 0.07), 7.0);
+    }
+
+    #[test]
+    fn size_bucket_labels_and_indices() {
+        let b = SizeBuckets::default();
+        assert_eq!(b.len(), 5);
+        let labels: Vec<String> = (0..b.len()).map(|i| b.label(i)).collect();
+        assert_eq!(
+            labels,
+            ["<10KB", "10KB-100KB", "100KB-1MB", "1MB-10MB", ">=10MB"]
+        );
+        assert_eq!(b.index(0), 0);
+        assert_eq!(b.index(9_999), 0);
+        assert_eq!(b.index(10_000), 1);
+        assert_eq!(b.index(999_999), 2);
+        assert_eq!(b.index(1_000_000), 3);
+        assert_eq!(b.index(10_000_000), 4);
+        assert_eq!(b.index(u64::MAX), 4);
+
+        let odd = SizeBuckets(vec![999, 1_500, 2_000_000_000, 1_250_000_000_000]);
+        let labels: Vec<String> = (0..odd.len()).map(|i| odd.label(i)).collect();
+        assert_eq!(
+            labels,
+            ["<999B", "999B-1.5KB", "1.5KB-2GB", "2GB-1.25TB", ">=1.25TB"]
+        );
+        let none = SizeBuckets(Vec::new());
+        assert_eq!(
+            (none.len(), none.index(123), none.label(0)),
+            (1, 0, "all sizes".into())
+        );
+    }
+
+    #[test]
+    fn summary_per_bucket() {
+        let (flows, buckets) = sample();
+        let summary = Summary::compute(&flows, &buckets);
+        let names: Vec<&str> = summary.rows.iter().map(|r| r.bucket.as_str()).collect();
+        assert_eq!(names, ["all", "<1KB", "1KB-10KB", "10KB-1MB", ">=1MB"]);
+        let [all, tiny, small, medium, large] = &summary.rows[..] else {
+            panic!("expected 5 rows");
+        };
+
+        // all: FCTs 2, 4, 10, 20 us; slowdowns 1, 1.5, 2, 3.
+        assert_eq!((all.flows, all.finished), (6, 4));
+        assert_eq!(all.fct_avg_us, 9.0);
+        assert_eq!(all.fct_p50_us, 4.0);
+        assert_eq!(
+            (all.fct_p95_us, all.fct_p99_us, all.fct_p999_us),
+            (20.0, 20.0, 20.0)
+        );
+        assert_eq!(all.slowdown_avg, 1.875);
+        assert_eq!(all.slowdown_p50, 1.5);
+        assert_eq!(all.slowdown_p999, 3.0);
+        assert_eq!(
+            (all.retransmitted_bytes, all.ooo_arrivals, all.stalled_flows),
+            (150, 4, 2)
+        );
+
+        assert_eq!((tiny.flows, tiny.finished), (2, 2));
+        assert_eq!(
+            (tiny.fct_avg_us, tiny.fct_p50_us, tiny.fct_p95_us),
+            (3.0, 2.0, 4.0)
+        );
+        assert_eq!(
+            (tiny.slowdown_avg, tiny.slowdown_p50, tiny.slowdown_p99),
+            (1.5, 1.0, 2.0)
+        );
+        assert_eq!(
+            (
+                tiny.retransmitted_bytes,
+                tiny.ooo_arrivals,
+                tiny.stalled_flows
+            ),
+            (0, 1, 1)
+        );
+
+        // The unfinished flow counts in `flows` and in the counters, not in the statistics.
+        assert_eq!((small.flows, small.finished), (2, 1));
+        assert_eq!(
+            (small.fct_avg_us, small.fct_p50_us, small.fct_p999_us),
+            (10.0, 10.0, 10.0)
+        );
+        assert_eq!(small.slowdown_avg, 1.5);
+        assert_eq!(
+            (
+                small.retransmitted_bytes,
+                small.ooo_arrivals,
+                small.stalled_flows
+            ),
+            (150, 3, 1)
+        );
+
+        // 10_000 bytes is the lower bound of its bucket.
+        assert_eq!(
+            (medium.flows, medium.finished, medium.fct_p50_us),
+            (1, 1, 20.0)
+        );
+        assert_eq!(medium.slowdown_p95, 3.0);
+
+        assert_eq!((large.flows, large.finished), (1, 0));
+        for x in [
+            large.fct_avg_us,
+            large.fct_p50_us,
+            large.fct_p95_us,
+            large.fct_p99_us,
+            large.fct_p999_us,
+            large.slowdown_avg,
+            large.slowdown_p50,
+            large.slowdown_p95,
+            large.slowdown_p99,
+            large.slowdown_p999,
+        ] {
+            assert!(x.is_nan());
+        }
+
+        let empty = Summary::compute(&[], &SizeBuckets::default());
+        assert_eq!(empty.rows.len(), 6);
+        assert!(empty
+            .rows
+            .iter()
+            .all(|r| r.flows == 0 && r.fct_avg_us.is_nan()));
+    }
+
+    #[test]
+    fn table_is_aligned() {
+        let (flows, buckets) = sample();
+        let table = Summary::compute(&flows, &buckets).to_table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 2 + 5, "{table}");
+        let width = lines[0].chars().count();
+        assert!(lines.iter().all(|l| l.chars().count() == width), "{table}");
+        assert!(lines[0].contains("FCT (us)") && lines[0].contains("slowdown"));
+        assert!(lines[1].starts_with("bucket") && lines[1].ends_with("p99.9"));
+        assert!(lines[2].starts_with("all "));
+        assert!(lines[3].ends_with("2.00"), "{table}");
+        assert!(
+            lines[6].starts_with(">=1MB") && lines[6].ends_with(" -"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn flows_round_trip() {
+        let dir = scratch_dir("flows");
+        let path = dir.join("flows.parquet");
+        let (flows, _) = sample();
+        write_flows_parquet(&path, &flows).unwrap();
+        let (groups, batches) = read_back(&path);
+        assert_eq!((groups, batches.len()), (1, 1));
+        let batch = &batches[0];
+        assert_eq!(batch.num_rows(), 6);
+
+        let schema = batch.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "flow_id",
+                "source",
+                "src",
+                "dst",
+                "priority",
+                "size_bytes",
+                "start_ps",
+                "finish_ps",
+                "fct_ps",
+                "ideal_fct_ps",
+                "slowdown",
+                "packets_sent",
+                "retransmitted_bytes",
+                "nacks_received",
+                "timeouts",
+                "cnps_received",
+                "ooo_arrivals",
+                "max_ooo_degree",
+                "pfc_paused_packets",
+                "pfc_wait_total_ps",
+                "pfc_wait_max_ps",
+                "stalled",
+                "paths_used",
+                "path_changes",
+                "fct_us",
+            ]
+        );
+        let finish = schema.field_with_name("finish_ps").unwrap();
+        assert_eq!(
+            (finish.data_type(), finish.is_nullable()),
+            (&DataType::UInt64, true)
+        );
+        let start = schema.field_with_name("start_ps").unwrap();
+        assert_eq!(
+            (start.data_type(), start.is_nullable()),
+            (&DataType::UInt64, false)
+        );
+        assert_eq!(
+            schema.field_with_name("priority").unwrap().data_type(),
+            &DataType::UInt8
+        );
+        assert_eq!(
+            schema.field_with_name("source").unwrap().data_type(),
+            &DataType::Utf8
+        );
+
+        let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let finish = col("finish_ps");
+        let finish = finish.as_primitive::<UInt64Type>();
+        assert_eq!(finish.null_count(), 2);
+        assert!(finish.is_null(3) && finish.is_null(5));
+        assert_eq!(finish.value(1), 10 * US + 4 * US);
+        let fct_us = col("fct_us");
+        let fct_us = fct_us.as_primitive::<Float64Type>();
+        assert_eq!((fct_us.value(2), fct_us.null_count()), (10.0, 2));
+        assert_eq!(col("flow_id").as_primitive::<UInt32Type>().value(4), 4);
+        assert_eq!(col("source").as_string::<i32>().value(0), "poisson");
+        assert!(col("stalled").as_boolean().value(3));
+        assert_eq!(col("slowdown").as_primitive::<Float64Type>().value(4), 3.0);
+        assert_eq!(
+            col("size_bytes").as_primitive::<UInt64Type>().value(5),
+            2_000_000
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn ports_round_trip_in_several_row_groups() {
+        let dir = scratch_dir("ports");
+        let ports: Vec<PortRecord> = (0..10)
+            .map(|i| PortRecord {
+                node: i,
+                port: 2 * i as u16,
+                is_switch: i % 2 == 0,
+                tx_bytes: 1_000 * u64::from(i),
+                ..PortRecord::default()
+            })
+            .collect();
+
+        let path = dir.join("ports.parquet");
+        write_ports_parquet(&path, &ports).unwrap();
+        let (groups, batches) = read_back(&path);
+        assert_eq!(groups, 1);
+        assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 10);
+        let schema = batches[0].schema();
+        assert_eq!(schema.fields().len(), 15);
+        assert_eq!(
+            schema.field_with_name("port").unwrap().data_type(),
+            &DataType::UInt16
+        );
+        assert_eq!(
+            schema.field_with_name("is_switch").unwrap().data_type(),
+            &DataType::Boolean
+        );
+
+        let chunked = dir.join("chunked.parquet");
+        write_table(&chunked, &ports, 4, port_columns).unwrap();
+        let (groups, batches) = read_back(&chunked);
+        assert_eq!(groups, 3);
+        let tx: Vec<u64> = batches
+            .iter()
+            .flat_map(|b| {
+                b.column_by_name("tx_bytes")
+                    .unwrap()
+                    .as_primitive::<UInt64Type>()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(tx, (0..10).map(|i| 1_000 * i).collect::<Vec<u64>>());
+
+        let empty = dir.join("empty.parquet");
+        write_ports_parquet(&empty, &[]).unwrap();
+        let (groups, batches) = read_back(&empty);
+        assert_eq!((groups, batches.len()), (0, 0));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn summary_round_trip() {
+        let dir = scratch_dir("summary");
+        let path = dir.join("summary.parquet");
+        let (flows, buckets) = sample();
+        let summary = Summary::compute(&flows, &buckets);
+        write_summary_parquet(&path, &summary).unwrap();
+        let (_, batches) = read_back(&path);
+        let batch = &batches[0];
+        assert_eq!(batch.num_rows(), 5);
+        assert_eq!(batch.num_columns(), 16);
+        let bucket = batch.column_by_name("bucket").unwrap().as_string::<i32>();
+        assert_eq!((bucket.value(0), bucket.value(4)), ("all", ">=1MB"));
+        let avg = batch
+            .column_by_name("fct_avg_us")
+            .unwrap()
+            .as_primitive::<Float64Type>();
+        assert_eq!(avg.value(0), 9.0);
+        assert!(avg.value(4).is_nan());
+        let flows = batch
+            .column_by_name("flows")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        assert_eq!(flows.values().to_vec(), [6, 2, 2, 1, 1]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn io_errors_name_the_file() {
+        let path = scratch_dir("errors")
+            .join("no-such-dir")
+            .join("flows.parquet");
+        let err = write_flows_parquet(&path, &[]).unwrap_err();
+        assert!(matches!(err, OutputError::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains("no-such-dir"), "{err}");
+        std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap()).unwrap();
+    }
+}

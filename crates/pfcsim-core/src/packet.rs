@@ -1,0 +1,180 @@
+//! Packets and the arena that holds them.
+//!
+//! A packet lives in the arena from the moment a NIC or switch creates it until it is
+//! delivered, dropped or consumed; queues, links and events refer to it by [`PacketId`].
+//! Freed slots are reused, so once the number of packets in flight has peaked the arena
+//! allocates nothing more.
+
+use crate::units::Time;
+
+/// Index of a packet in the [`PacketArena`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PacketId(pub u32);
+
+/// What a packet is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketKind {
+    /// RoCEv2 data (the only kind load balancers spread).
+    Data,
+    /// Cumulative acknowledgement; `seq` is the next byte the receiver expects.
+    Ack,
+    /// Negative acknowledgement: the receiver saw a gap; `seq` is the next expected byte.
+    Nack,
+    /// PFC PAUSE for priority `priority`.
+    Pause,
+    /// PFC RESUME (XON) for priority `priority`.
+    Resume,
+    /// A message between switches of a load-balancing scheme (warnings, feedback, probes).
+    /// Its meaning is the scheme's: it is carried in `lb`.
+    LbControl,
+}
+
+impl PacketKind {
+    /// Control packets (everything but data) are never load balanced and, with the default
+    /// switch setting, ride in the strict-priority control queue.
+    pub fn is_control(self) -> bool {
+        !matches!(self, PacketKind::Data)
+    }
+}
+
+/// Header fields that load-balancing schemes may read and write. Each scheme documents which
+/// of them it uses and how.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LbHeader {
+    /// Path chosen by the sender or the source switch (host-side schemes, source routing).
+    /// 0 means "none": switches decide on their own.
+    pub path_tag: u32,
+    /// Hops taken so far in the fabric (incremented at every switch egress).
+    pub hop: u8,
+    /// Scheme-defined fields (e.g. a congestion metric and its feedback).
+    pub a: u32,
+    pub b: u32,
+    pub c: u64,
+}
+
+/// One packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet {
+    pub kind: PacketKind,
+    /// Flow the packet belongs to (for control packets: the flow acknowledged).
+    pub flow: u32,
+    pub src: u32,
+    pub dst: u32,
+    /// UDP source port (the per-flow entropy ECMP hashes on).
+    pub sport: u16,
+    pub dport: u16,
+    /// PFC priority class, 0..8. Priority 0 is the control class.
+    pub priority: u8,
+    /// Data: first payload byte. ACK/NACK: next byte the receiver expects.
+    pub seq: u64,
+    /// Payload bytes (0 for control packets).
+    pub payload: u32,
+    /// Bytes on the wire, headers included.
+    pub wire_bytes: u32,
+    /// ECN Congestion Experienced (set by switches on data packets).
+    pub ce: bool,
+    /// ACK/NACK: the receiver asks the sender's congestion control to react (DCQCN CNP).
+    pub cnp: bool,
+    /// Local index, on the switch currently holding it, of the port it arrived on.
+    pub ingress_port: u16,
+    /// When the sender put the packet on the wire (data), or echo of it (ACK/NACK).
+    pub sent_at: Time,
+    /// Reading of the PFC pause clock of the queue the packet waits in, taken at enqueue.
+    pub pause_mark: u64,
+    /// Time this packet has spent in PFC-paused queues so far, in picoseconds.
+    pub pfc_wait: u64,
+    /// Running hash of the egress ports taken, identifying the path.
+    pub path_sig: u32,
+    pub lb: LbHeader,
+}
+
+impl Packet {
+    /// A blank packet of `kind`; callers fill in the rest.
+    pub fn new(kind: PacketKind) -> Packet {
+        Packet {
+            kind,
+            flow: 0,
+            src: 0,
+            dst: 0,
+            sport: 0,
+            dport: 0,
+            priority: 0,
+            seq: 0,
+            payload: 0,
+            wire_bytes: 0,
+            ce: false,
+            cnp: false,
+            ingress_port: 0,
+            sent_at: Time::ZERO,
+            pause_mark: 0,
+            pfc_wait: 0,
+            path_sig: 0,
+            lb: LbHeader::default(),
+        }
+    }
+}
+
+/// Slab of packets with a free list.
+#[derive(Default)]
+pub struct PacketArena {
+    slots: Vec<Packet>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+impl PacketArena {
+    pub fn alloc(&mut self, p: Packet) -> PacketId {
+        self.live += 1;
+        if let Some(i) = self.free.pop() {
+            self.slots[i as usize] = p;
+            PacketId(i)
+        } else {
+            self.slots.push(p);
+            PacketId(self.slots.len() as u32 - 1)
+        }
+    }
+
+    pub fn free(&mut self, id: PacketId) {
+        self.live -= 1;
+        self.free.push(id.0);
+    }
+
+    #[inline]
+    pub fn get(&self, id: PacketId) -> &Packet {
+        &self.slots[id.0 as usize]
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, id: PacketId) -> &mut Packet {
+        &mut self.slots[id.0 as usize]
+    }
+
+    /// Packets currently alive.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Most packets ever alive at once (the arena's capacity in use).
+    pub fn high_water(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freed_slots_are_reused() {
+        let mut a = PacketArena::default();
+        let x = a.alloc(Packet::new(PacketKind::Data));
+        let y = a.alloc(Packet::new(PacketKind::Ack));
+        a.free(x);
+        let z = a.alloc(Packet::new(PacketKind::Nack));
+        assert_eq!(z, x);
+        assert_eq!(a.get(y).kind, PacketKind::Ack);
+        assert_eq!(a.get(z).kind, PacketKind::Nack);
+        assert_eq!(a.live(), 2);
+        assert_eq!(a.high_water(), 2);
+    }
+}

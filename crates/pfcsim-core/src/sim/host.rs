@@ -1,0 +1,541 @@
+//! Host NICs: RoCEv2 reliable connections (one queue pair per flow) with go-back-N.
+//!
+//! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/fabric.md` has the
+//! details and sources):
+//! * Sender: per-QP rate pacing (line rate, or the DCQCN rate), the NIC serves ACK/NACKs
+//!   first, then round-robins over QPs that have data, are not PFC-paused and whose pacing
+//!   allows; go-back-N on NACK (resend from the first unacknowledged byte); a retransmission
+//!   timeout restarted by every data packet sent and every ACK.
+//! * Receiver: accepts only the next expected packet; ACKs every `ack_interval` packets (and
+//!   the last one); on a gap sends a NACK (at most one per expected sequence per
+//!   `nack_interval`) and discards the packet; on a duplicate re-sends an ACK.
+//! * The CNP flag rides on the ACK/NACK of a CE-marked packet (and on every NACK with
+//!   `cnp_on_nack`, as in ConWeave).
+//!
+//! Hosts never send PFC frames (their receive side is never the bottleneck) but obey the
+//! ones their ToR sends. Not modelled: selective repeat (IRN), multiple NICs per host,
+//! PCIe/host-side delays, window limits.
+
+use super::{Event, FlowSpec, Simulation, CONTROL_PRIO};
+use crate::dcqcn::{Dcqcn, DcqcnTimer};
+use crate::metrics::FlowRecord;
+use crate::packet::{Packet, PacketId, PacketKind};
+use crate::sim::CcConfig;
+use crate::units::{Bytes, Rate, Time};
+use serde::{Deserialize, Serialize};
+
+/// NIC and transport parameters (`[nic]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicConfig {
+    /// Payload bytes per data packet (both references: 1000 B).
+    pub payload: Bytes,
+    /// Header bytes added to a data packet on the wire (ConWeave: a 1000 B payload is a
+    /// 1048 B frame).
+    pub header_bytes: u32,
+    /// Size on the wire of ACK, NACK, PFC and other control frames (ConWeave: 64 B).
+    pub control_bytes: u32,
+    /// The receiver ACKs every this many in-order packets (both references: 1).
+    pub ack_interval: u32,
+    /// At most one NACK per expected sequence number per this interval (ConWeave: 4 us;
+    /// HPCC: 500 us).
+    pub nack_interval: Time,
+    /// Retransmission timeout (ConWeave: 4 ms); "0s" disables it (HPCC has none).
+    pub rto: Time,
+    /// Every NACK carries the CNP flag (ConWeave: true; HPCC: only if CE-marked).
+    pub cnp_on_nack: bool,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig {
+            payload: Bytes(1000),
+            header_bytes: 48,
+            control_bytes: 64,
+            ack_interval: 1,
+            nack_interval: Time::from_us(4),
+            rto: Time::from_ms(4),
+            cnp_on_nack: true,
+        }
+    }
+}
+
+impl NicConfig {
+    /// Bytes on the wire of a full-size data packet.
+    pub fn mtu_wire_bytes(&self) -> u64 {
+        self.payload.0 + self.header_bytes as u64
+    }
+}
+
+/// A host's NIC.
+pub(super) struct Host {
+    pub(super) node: u32,
+    /// Global id of its single port.
+    pub(super) port: u32,
+    /// Flows that have data ready to send, in round-robin order.
+    sending: Vec<u32>,
+    /// Where the next round-robin scan starts.
+    rr: usize,
+    /// Time of the pending pacing wake-up (`Time::MAX`: none).
+    wake_at: Time,
+}
+
+impl Host {
+    pub(super) fn new(node: u32, port: u32) -> Host {
+        Host {
+            node,
+            port,
+            sending: Vec::new(),
+            rr: 0,
+            wake_at: Time::MAX,
+        }
+    }
+}
+
+/// Sender, receiver and measurement state of one flow (queue pair).
+pub(super) struct FlowState {
+    pub(super) spec: FlowSpec,
+    id: u32,
+    sport: u16,
+    ideal_fct: Time,
+    // Sender.
+    snd_nxt: u64,
+    snd_una: u64,
+    /// Highest byte ever sent (bytes below it that are sent again are retransmissions).
+    high_sent: u64,
+    next_avail: Time,
+    in_sending: bool,
+    finished: Option<Time>,
+    rto_deadline: Time,
+    rto_pending: bool,
+    line_rate: Rate,
+    cc: Option<Dcqcn>,
+    /// Reading of the host port's pause clock at the QP's last transmission.
+    pause_mark: u64,
+    // Receiver.
+    expected: u64,
+    last_nack: u64,
+    nack_allowed_at: Time,
+    unacked_packets: u32,
+    unacked_ce: bool,
+    // Measurements.
+    rec: FlowRecord,
+    paths: [u32; 8],
+    last_path: u32,
+}
+
+impl FlowState {
+    pub(super) fn new(id: u32, spec: FlowSpec, ideal_fct: Time, line: Rate, cc: &CcConfig) -> Self {
+        let cc = match cc {
+            CcConfig::Dcqcn(_) => Some(Dcqcn::new(line)),
+            CcConfig::None => None,
+        };
+        FlowState {
+            id,
+            // Source ports are assigned per queue pair, like the references do.
+            sport: 10_000u16.wrapping_add(id as u16),
+            ideal_fct,
+            snd_nxt: 0,
+            snd_una: 0,
+            high_sent: 0,
+            next_avail: Time::ZERO,
+            in_sending: false,
+            finished: None,
+            rto_deadline: Time::MAX,
+            rto_pending: false,
+            line_rate: line,
+            cc,
+            pause_mark: 0,
+            expected: 0,
+            last_nack: u64::MAX,
+            nack_allowed_at: Time::ZERO,
+            unacked_packets: 0,
+            unacked_ce: false,
+            rec: FlowRecord::default(),
+            paths: [0; 8],
+            last_path: 0,
+            spec,
+        }
+    }
+
+    /// The flow's measurement record.
+    pub(super) fn record(&self) -> FlowRecord {
+        let s = &self.spec;
+        let fct = self.finished.map(|t| (t - s.start).ps());
+        FlowRecord {
+            flow_id: self.id,
+            source: s.source,
+            src: s.src,
+            dst: s.dst,
+            priority: s.priority,
+            size_bytes: s.size,
+            start_ps: s.start.ps(),
+            finish_ps: self.finished.map(Time::ps),
+            fct_ps: fct,
+            ideal_fct_ps: self.ideal_fct.ps(),
+            slowdown: fct.map(|f| f as f64 / self.ideal_fct.ps() as f64),
+            stalled: self.rec.pfc_paused_packets > 0,
+            ..self.rec.clone()
+        }
+    }
+
+    /// Current sending rate in bits/s.
+    fn rate_bps(&self) -> f64 {
+        match &self.cc {
+            Some(d) => d.rate(),
+            None => self.line_rate.bps() as f64,
+        }
+    }
+}
+
+/// FCT of a flow of `size` bytes alone on a path of links `(rate, delay)`: the time from the
+/// first bit sent to the final ACK received.
+///
+/// Data packets (all full-size but the last) go store-and-forward through the links; with
+/// `t_i` the serialization time of a full packet on link `i`, packet `j` (1-based) leaves link
+/// `m` at `Σ_{i<=m} t_i + Σ_{i<m} d_i + (j-1) max_{i<=m} t_i`; the smaller last packet follows
+/// its predecessor. The final ACK then returns over the same links.
+pub fn ideal_fct(size: u64, path: &[(Rate, Time)], nic: &NicConfig) -> Time {
+    let payload = nic.payload.0;
+    let header = nic.header_bytes as u64;
+    let n = size.div_ceil(payload);
+    let last_wire = size - (n - 1) * payload + header;
+    let full_wire = payload + header;
+    // Departure of the last packet from each link, computed hop by hop.
+    let mut sum_t = 0u64;
+    let mut sum_d = 0u64;
+    let mut max_t = 0u64;
+    let mut last_departure = 0u64; // of the last packet from the previous link, plus its delay
+    for (m, &(rate, delay)) in path.iter().enumerate() {
+        let t_full = rate.tx_time(full_wire).ps();
+        let t_last = rate.tx_time(last_wire).ps();
+        sum_t += t_full;
+        max_t = max_t.max(t_full);
+        // Departure of packet n-1 (the last full one) from this link.
+        let prev_departure = if n >= 2 {
+            sum_t + sum_d + (n - 2) * max_t
+        } else {
+            0
+        };
+        let ready = if m == 0 { 0 } else { last_departure };
+        last_departure = ready.max(prev_departure) + t_last + delay.ps();
+        sum_d += delay.ps();
+    }
+    let ack_back: u64 = path
+        .iter()
+        .map(|&(rate, delay)| rate.tx_time(nic.control_bytes as u64).ps() + delay.ps())
+        .sum();
+    Time(last_departure + ack_back)
+}
+
+impl Simulation {
+    /// The next flow of the table starts: its QP becomes ready to send.
+    pub(super) fn flow_start(&mut self) {
+        let f = self.next_flow as u32;
+        self.next_flow += 1;
+        if let Some(next) = self.flows.get(self.next_flow) {
+            self.events.schedule(next.spec.start, Event::FlowStart);
+        }
+        let h = self.host_index[self.flows[f as usize].spec.src as usize];
+        let port = self.hosts[h as usize].port;
+        let prio = self.flows[f as usize].spec.priority;
+        let mark = self.ports[port as usize].pause_clock(prio, self.now);
+        let flow = &mut self.flows[f as usize];
+        flow.next_avail = self.now;
+        flow.pause_mark = mark;
+        self.mark_sending(h, f);
+        self.host_send(h);
+    }
+
+    fn mark_sending(&mut self, h: u32, f: u32) {
+        let flow = &mut self.flows[f as usize];
+        if !flow.in_sending && flow.finished.is_none() {
+            flow.in_sending = true;
+            self.hosts[h as usize].sending.push(f);
+        }
+    }
+
+    /// The NIC of host `h` is idle (or just woke up): send an ACK/NACK, or a data packet of
+    /// the next eligible QP, or schedule a wake-up for the earliest paced QP.
+    pub(super) fn host_send(&mut self, h: u32) {
+        let host = &mut self.hosts[h as usize];
+        let p = host.port;
+        let port = &mut self.ports[p as usize];
+        if port.on_wire.is_some() {
+            return;
+        }
+        let strict = self.cfg.switch.control_strict_priority;
+        if let Some(&pid) = port.queues[CONTROL_PRIO as usize].front() {
+            let prio = self.arena.get(pid).priority;
+            if strict || !port.is_paused(prio) {
+                let pid = port.dequeue(CONTROL_PRIO, &mut self.arena, self.now);
+                self.start_tx(p, pid);
+                return;
+            }
+        }
+        let n = host.sending.len();
+        let mut earliest = Time::MAX;
+        for k in 0..n {
+            let i = (host.rr + k) % n;
+            let f = host.sending[i];
+            let flow = &self.flows[f as usize];
+            if port.is_paused(flow.spec.priority) {
+                continue;
+            }
+            if flow.next_avail > self.now {
+                earliest = earliest.min(flow.next_avail);
+                continue;
+            }
+            host.rr = i + 1;
+            self.send_data(h, i, f);
+            return;
+        }
+        if earliest < Time::MAX && (host.wake_at <= self.now || earliest < host.wake_at) {
+            host.wake_at = earliest;
+            self.events.schedule(earliest, Event::NicWake(h));
+        }
+    }
+
+    pub(super) fn nic_wake(&mut self, h: u32) {
+        let host = &mut self.hosts[h as usize];
+        if host.wake_at != self.now {
+            return; // superseded by an earlier wake-up
+        }
+        host.wake_at = Time::MAX;
+        self.host_send(h);
+    }
+
+    /// Sends the next data packet of flow `f`, at position `i` of host `h`'s sending list.
+    fn send_data(&mut self, h: u32, i: usize, f: u32) {
+        let now = self.now;
+        let p = self.hosts[h as usize].port;
+        let payload_max = self.cfg.nic.payload.0;
+        let header = self.cfg.nic.header_bytes;
+        let pause_now = {
+            let prio = self.flows[f as usize].spec.priority;
+            self.ports[p as usize].pause_clock(prio, now)
+        };
+        let flow = &mut self.flows[f as usize];
+        let seq = flow.snd_nxt;
+        let payload = payload_max.min(flow.spec.size - seq);
+        let mut pkt = Packet::new(PacketKind::Data);
+        pkt.flow = f;
+        pkt.src = flow.spec.src;
+        pkt.dst = flow.spec.dst;
+        pkt.sport = flow.sport;
+        pkt.dport = flow.spec.dport;
+        pkt.priority = flow.spec.priority;
+        pkt.seq = seq;
+        pkt.payload = payload as u32;
+        pkt.wire_bytes = payload as u32 + header;
+        pkt.sent_at = now;
+        // Time the QP was held by PFC at its own NIC since its last packet.
+        pkt.pfc_wait = pause_now - flow.pause_mark;
+        flow.pause_mark = pause_now;
+        flow.snd_nxt += payload;
+        if seq < flow.high_sent {
+            flow.rec.retransmitted_bytes += payload;
+        } else {
+            self.bytes_offered += payload;
+        }
+        flow.high_sent = flow.high_sent.max(flow.snd_nxt);
+        flow.rec.packets_sent += 1;
+        let pace = (pkt.wire_bytes as f64 * 8e12 / flow.rate_bps()).ceil() as u64;
+        flow.next_avail = now + Time(pace);
+        let done_sending = flow.snd_nxt >= flow.spec.size;
+        self.arm_rto(f);
+        if done_sending {
+            let host = &mut self.hosts[h as usize];
+            host.sending.remove(i);
+            if host.rr > i {
+                host.rr -= 1;
+            }
+            self.flows[f as usize].in_sending = false;
+        }
+        let pid = self.arena.alloc(pkt);
+        self.start_tx(p, pid);
+    }
+
+    /// Restarts flow `f`'s retransmission timer.
+    fn arm_rto(&mut self, f: u32) {
+        let rto = self.cfg.nic.rto;
+        if rto == Time::ZERO {
+            return;
+        }
+        let flow = &mut self.flows[f as usize];
+        flow.rto_deadline = self.now + rto;
+        if !flow.rto_pending {
+            flow.rto_pending = true;
+            self.events.schedule(flow.rto_deadline, Event::Rto(f));
+        }
+    }
+
+    pub(super) fn rto_fired(&mut self, f: u32) {
+        let flow = &mut self.flows[f as usize];
+        flow.rto_pending = false;
+        if flow.finished.is_some() || flow.snd_una >= flow.high_sent {
+            return;
+        }
+        if flow.rto_deadline > self.now {
+            flow.rto_pending = true;
+            self.events.schedule(flow.rto_deadline, Event::Rto(f));
+            return;
+        }
+        flow.rec.timeouts += 1;
+        flow.snd_nxt = flow.snd_una;
+        let h = self.host_index[flow.spec.src as usize];
+        self.arm_rto(f);
+        self.mark_sending(h, f);
+        self.host_send(h);
+    }
+
+    /// A packet arrived at host `h`.
+    pub(super) fn host_receive(&mut self, h: u32, pid: PacketId) {
+        let pkt = *self.arena.get(pid);
+        self.arena.free(pid);
+        match pkt.kind {
+            PacketKind::Data => self.receive_data(h, &pkt),
+            PacketKind::Ack | PacketKind::Nack => self.receive_ack(h, &pkt),
+            PacketKind::LbControl => {}
+            PacketKind::Pause | PacketKind::Resume => unreachable!("PFC frames are handled first"),
+        }
+    }
+
+    /// Receiver side: accept in order, NACK on a gap, re-ACK duplicates.
+    fn receive_data(&mut self, h: u32, pkt: &Packet) {
+        let now = self.now;
+        let nic = &self.cfg.nic;
+        let flow = &mut self.flows[pkt.flow as usize];
+        debug_assert_eq!(self.hosts[h as usize].node, flow.spec.dst);
+        // Measurements over every data packet that reaches the receiver.
+        if pkt.pfc_wait > 0 {
+            flow.rec.pfc_paused_packets += 1;
+            flow.rec.pfc_wait_total_ps += pkt.pfc_wait;
+            flow.rec.pfc_wait_max_ps = flow.rec.pfc_wait_max_ps.max(pkt.pfc_wait);
+        }
+        if flow.rec.paths_used > 0 && pkt.path_sig != flow.last_path {
+            flow.rec.path_changes += 1;
+        }
+        flow.last_path = pkt.path_sig;
+        let known = flow.paths[..(flow.rec.paths_used as usize).min(8)].contains(&pkt.path_sig);
+        if !known && flow.rec.paths_used < 8 {
+            flow.paths[flow.rec.paths_used as usize] = pkt.path_sig;
+            flow.rec.paths_used += 1;
+        }
+
+        let reply = if pkt.seq == flow.expected {
+            flow.expected += pkt.payload as u64;
+            self.bytes_delivered += pkt.payload as u64;
+            flow.unacked_packets += 1;
+            flow.unacked_ce |= pkt.ce;
+            let last = flow.expected >= flow.spec.size;
+            if flow.unacked_packets >= nic.ack_interval || last {
+                let cnp = flow.unacked_ce;
+                flow.unacked_packets = 0;
+                flow.unacked_ce = false;
+                Some((PacketKind::Ack, cnp))
+            } else {
+                None
+            }
+        } else if pkt.seq > flow.expected {
+            flow.rec.ooo_arrivals += 1;
+            let degree = (pkt.seq - flow.expected).div_ceil(nic.payload.0);
+            flow.rec.max_ooo_degree = flow.rec.max_ooo_degree.max(degree as u32);
+            if now >= flow.nack_allowed_at || flow.last_nack != flow.expected {
+                flow.last_nack = flow.expected;
+                flow.nack_allowed_at = now + nic.nack_interval;
+                Some((PacketKind::Nack, pkt.ce || nic.cnp_on_nack))
+            } else {
+                None
+            }
+        } else {
+            // Duplicate (already received): ACK again.
+            Some((PacketKind::Ack, pkt.ce))
+        };
+        if let Some((kind, cnp)) = reply {
+            let mut ack = Packet::new(kind);
+            ack.flow = pkt.flow;
+            ack.src = pkt.dst;
+            ack.dst = pkt.src;
+            ack.sport = pkt.dport;
+            ack.dport = pkt.sport;
+            ack.priority = pkt.priority;
+            ack.seq = flow.expected;
+            ack.cnp = cnp;
+            ack.wire_bytes = nic.control_bytes;
+            ack.sent_at = pkt.sent_at;
+            let p = self.hosts[h as usize].port;
+            let pid = self.arena.alloc(ack);
+            let ack = self.arena.get_mut(pid);
+            self.ports[p as usize].enqueue(CONTROL_PRIO, pid, ack, now);
+            self.host_send(h);
+        }
+    }
+
+    /// Sender side: cumulative ACK, go-back-N on NACK, congestion notification.
+    fn receive_ack(&mut self, h: u32, pkt: &Packet) {
+        let now = self.now;
+        let f = pkt.flow;
+        let flow = &mut self.flows[f as usize];
+        if flow.finished.is_some() {
+            return;
+        }
+        flow.snd_una = flow.snd_una.max(pkt.seq);
+        if pkt.cnp {
+            flow.rec.cnps_received += 1;
+            if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
+                if let Some(DcqcnTimer::Decrease(at)) = d.on_cnp(cfg, now) {
+                    self.events.schedule(at, Event::DcqcnDecrease(f));
+                }
+            }
+        }
+        if flow.snd_una >= flow.spec.size {
+            flow.finished = Some(now);
+            self.flows_finished += 1;
+            if flow.in_sending {
+                flow.in_sending = false;
+                let host = &mut self.hosts[h as usize];
+                let i = host.sending.iter().position(|&x| x == f).expect("listed");
+                host.sending.remove(i);
+                if host.rr > i {
+                    host.rr -= 1;
+                }
+            }
+            return;
+        }
+        if pkt.kind == PacketKind::Nack {
+            flow.rec.nacks_received += 1;
+            flow.snd_nxt = flow.snd_una;
+            self.mark_sending(h, f);
+        }
+        if self.flows[f as usize].snd_una < self.flows[f as usize].high_sent {
+            self.arm_rto(f);
+        }
+        self.host_send(h);
+    }
+
+    pub(super) fn dcqcn_decrease(&mut self, f: u32) {
+        let now = self.now;
+        let flow = &mut self.flows[f as usize];
+        if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
+            if let Some(DcqcnTimer::Increase(at, gen)) = d.on_decrease_check(cfg, now) {
+                if flow.finished.is_none() {
+                    self.events.schedule(at, Event::DcqcnIncrease(f, gen));
+                }
+            }
+        }
+    }
+
+    pub(super) fn dcqcn_increase(&mut self, f: u32, gen: u32) {
+        let now = self.now;
+        let flow = &mut self.flows[f as usize];
+        if flow.finished.is_some() {
+            return;
+        }
+        if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
+            if let Some(DcqcnTimer::Increase(at, gen)) = d.on_increase(cfg, now, gen) {
+                self.events.schedule(at, Event::DcqcnIncrease(f, gen));
+            }
+        }
+    }
+}

@@ -1,0 +1,680 @@
+//! The fabric simulation: ports and links, the event loop, and the run's results.
+//!
+//! Layout of the state (all in one [`Simulation`] value, no globals):
+//! * every node's ports are contiguous in `ports`; a port is one end of a full-duplex link
+//!   and owns that end's egress: 8 priority queues, a PFC frame queue, the packet being
+//!   serialized, and the FIFO of packets propagating on the wire towards the peer;
+//! * `switches` hold the buffer (MMU), routing table and load-balancer instance of each
+//!   switch (`switch.rs`); `hosts` the NIC state and `flows` the queue pairs (`host.rs`).
+//!
+//! Event discipline: a port has at most one pending `TxDone` (the packet on its serializer)
+//! and at most one pending `Arrival` (the head of its in-flight FIFO), so the event queue grows
+//! with the number of links and timers, not with packets in flight. Same-time events run in
+//! the order they were scheduled.
+
+mod host;
+mod switch;
+
+use crate::dcqcn::DcqcnConfig;
+use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
+use crate::lb::{LbAction, LbConfig};
+use crate::metrics::{FlowRecord, PortRecord, RunStats};
+use crate::mmu::{Mmu, Threshold};
+use crate::packet::{Packet, PacketArena, PacketId, PacketKind};
+use crate::topology::Topology;
+use crate::units::{Rate, Time};
+use std::collections::VecDeque;
+
+pub use host::{ideal_fct, NicConfig};
+pub use switch::{EcnConfig, EcnRateOverride, PfcConfig, SwitchConfig};
+
+use host::{FlowState, Host};
+use switch::Switch;
+
+/// Number of PFC priority classes (queues per port).
+pub const N_PRIO: usize = 8;
+/// The priority of the strict-priority control queue.
+pub const CONTROL_PRIO: u8 = 0;
+
+/// Congestion control run by the sender NICs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CcConfig {
+    /// DCQCN (Mellanox flavour).
+    Dcqcn(DcqcnConfig),
+    /// No congestion control: every flow sends at line rate.
+    None,
+}
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        CcConfig::Dcqcn(DcqcnConfig::default())
+    }
+}
+
+/// Everything about the fabric's behaviour that is not topology or traffic.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FabricConfig {
+    pub switch: SwitchConfig,
+    pub nic: NicConfig,
+    pub cc: CcConfig,
+    pub lb: LbConfig,
+}
+
+/// A flow to simulate: who sends how much to whom, when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSpec {
+    pub src: u32,
+    pub dst: u32,
+    pub size: u64,
+    pub start: Time,
+    pub priority: u8,
+    pub dport: u16,
+    pub source: &'static str,
+}
+
+/// Why a simulation cannot be set up.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SetupError {
+    #[error("flow {index}: {what} {node} is not a host of the topology (hosts are {hosts})")]
+    NotAHost {
+        index: usize,
+        what: &'static str,
+        node: u32,
+        hosts: String,
+    },
+    #[error("flow {index}: source and destination are both host {node}")]
+    SelfFlow { index: usize, node: u32 },
+    #[error("flow {index}: size is 0 bytes; flows must carry at least one byte")]
+    EmptyFlow { index: usize },
+    #[error("flow {index}: priority {priority} is out of range; data priorities are 1..=7 (0 is the control class)")]
+    BadPriority { index: usize, priority: u8 },
+    #[error("switch {node}: the buffer ({buffer} B) is smaller than its ports' headroom and reserve ({set_aside} B); raise switch.buffer or lower switch.pfc.headroom")]
+    BufferTooSmall {
+        node: u32,
+        buffer: u64,
+        set_aside: u64,
+    },
+}
+
+/// Read-only view of a port, also handed to load balancers.
+pub struct PortState {
+    node: u32,
+    peer: u32,
+    peer_node: u32,
+    rate: Rate,
+    delay: Time,
+    queues: [VecDeque<PacketId>; N_PRIO],
+    /// PFC frames waiting to go out; they go before anything else.
+    pfc_out: VecDeque<PacketId>,
+    queue_bytes: [u64; N_PRIO],
+    total_queue_bytes: u64,
+    /// The packet being serialized, if any.
+    on_wire: Option<PacketId>,
+    rr_next: u8,
+    /// Bit `q` set: priority `q` of this egress is paused by the peer.
+    paused: u8,
+    paused_since: [Time; N_PRIO],
+    /// Total paused time per priority, up to `paused_since` of a current pause.
+    pause_clock: [u64; N_PRIO],
+    paused_any_since: Time,
+    in_flight: VecDeque<(Time, PacketId)>,
+    /// RED parameters of this egress: (kmin, kmax, pmax).
+    ecn: (u64, u64, f64),
+    rec: PortRecord,
+}
+
+impl PortState {
+    /// Bytes waiting in the egress queue of priority `prio`.
+    pub fn queue_bytes(&self, prio: u8) -> u64 {
+        self.queue_bytes[prio as usize]
+    }
+    /// Bytes waiting in all egress queues.
+    pub fn total_queue_bytes(&self) -> u64 {
+        self.total_queue_bytes
+    }
+    /// Whether the peer has paused priority `prio` of this egress.
+    pub fn is_paused(&self, prio: u8) -> bool {
+        self.paused & (1 << prio) != 0
+    }
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+    pub fn delay(&self) -> Time {
+        self.delay
+    }
+    /// Node id at the far end of the link.
+    pub fn peer_node(&self) -> u32 {
+        self.peer_node
+    }
+
+    /// Total time priority `prio` has been paused up to `now`.
+    #[inline]
+    fn pause_clock(&self, prio: u8, now: Time) -> u64 {
+        let base = self.pause_clock[prio as usize];
+        if self.is_paused(prio) {
+            base + (now - self.paused_since[prio as usize]).ps()
+        } else {
+            base
+        }
+    }
+
+    #[inline]
+    fn enqueue(&mut self, prio: u8, pid: PacketId, pkt: &mut Packet, now: Time) {
+        pkt.pause_mark = self.pause_clock(prio, now);
+        self.queues[prio as usize].push_back(pid);
+        self.queue_bytes[prio as usize] += pkt.wire_bytes as u64;
+        self.total_queue_bytes += pkt.wire_bytes as u64;
+        self.rec.peak_queue_bytes = self.rec.peak_queue_bytes.max(self.total_queue_bytes);
+    }
+
+    /// Removes the head of queue `prio`, charging its PFC wait to the packet.
+    #[inline]
+    fn dequeue(&mut self, prio: u8, arena: &mut PacketArena, now: Time) -> PacketId {
+        let pid = self.queues[prio as usize]
+            .pop_front()
+            .expect("dequeue from a non-empty queue");
+        let pkt = arena.get_mut(pid);
+        self.queue_bytes[prio as usize] -= pkt.wire_bytes as u64;
+        self.total_queue_bytes -= pkt.wire_bytes as u64;
+        pkt.pfc_wait += self.pause_clock(prio, now) - pkt.pause_mark;
+        pid
+    }
+}
+
+/// Which node a node id is.
+#[derive(Clone, Copy, Debug)]
+enum NodeRef {
+    Host(u32),
+    Switch(u32),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    /// The packet on `port`'s serializer is fully sent.
+    TxDone(u32),
+    /// The head of `port`'s in-flight FIFO reaches the peer.
+    Arrival(u32),
+    /// A host NIC's pacing wake-up.
+    NicWake(u32),
+    /// The next flow of the (start-ordered) flow table starts.
+    FlowStart,
+    /// A flow's retransmission timer (lazy: it checks the current deadline).
+    Rto(u32),
+    DcqcnDecrease(u32),
+    DcqcnIncrease(u32, u32),
+    /// A load balancer's timer on a switch.
+    LbTimer(u32, u64),
+}
+
+impl Event {
+    /// A compact code for the run fingerprint.
+    fn code(self) -> u64 {
+        match self {
+            Event::TxDone(p) => 1 << 60 | p as u64,
+            Event::Arrival(p) => 2 << 60 | p as u64,
+            Event::NicWake(h) => 3 << 60 | h as u64,
+            Event::FlowStart => 4 << 60,
+            Event::Rto(f) => 5 << 60 | f as u64,
+            Event::DcqcnDecrease(f) => 6 << 60 | f as u64,
+            Event::DcqcnIncrease(f, g) => 7 << 60 | (g as u64) << 32 | f as u64,
+            Event::LbTimer(s, t) => 8 << 60 | (s as u64) << 40 ^ t,
+        }
+    }
+}
+
+/// When to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopRule {
+    /// Stop at this simulated time at the latest.
+    pub at: Time,
+    /// Stop as soon as every flow has finished (otherwise: run until no event is left, which
+    /// drains the network).
+    pub when_flows_done: bool,
+}
+
+/// Results of a run.
+#[derive(Clone, Debug)]
+pub struct RunOutput {
+    pub flows: Vec<FlowRecord>,
+    pub ports: Vec<PortRecord>,
+    pub stats: RunStats,
+    /// Bytes still held in switch buffers when the run stopped (0 once drained).
+    pub buffered_bytes: u64,
+    /// Packets alive in the arena when the run stopped, and the most ever alive at once.
+    pub live_packets: usize,
+    pub peak_packets: usize,
+}
+
+/// A simulation of one fabric with one set of flows.
+pub struct Simulation {
+    now: Time,
+    events: EventQueue<Event>,
+    fingerprint: Fingerprint,
+    events_done: u64,
+    arena: PacketArena,
+    ports: Vec<PortState>,
+    node_ref: Vec<NodeRef>,
+    /// `host_index[node]`: position of a host in `hosts` (u32::MAX for switches).
+    host_index: Vec<u32>,
+    switches: Vec<Switch>,
+    hosts: Vec<Host>,
+    flows: Vec<FlowState>,
+    next_flow: usize,
+    flows_finished: u64,
+    cfg: FabricConfig,
+    stop: StopRule,
+    bytes_offered: u64,
+    bytes_delivered: u64,
+    drops: u64,
+    lb_actions: Vec<LbAction>,
+}
+
+impl Simulation {
+    /// Builds the simulation. Flows may be given in any order; they are sorted by start time
+    /// (ties keep their given order) and numbered in that order.
+    pub fn new(
+        topo: &Topology,
+        cfg: FabricConfig,
+        mut flows: Vec<FlowSpec>,
+        seed: u64,
+        stop: StopRule,
+    ) -> Result<Simulation, SetupError> {
+        let n = topo.nodes();
+        let mut host_index = vec![u32::MAX; n];
+        let mut node_ref = Vec::with_capacity(n);
+        let (mut n_sw, mut n_host) = (0u32, 0u32);
+        for (node, &sw) in topo.is_switch.iter().enumerate() {
+            if sw {
+                node_ref.push(NodeRef::Switch(n_sw));
+                n_sw += 1;
+            } else {
+                host_index[node] = n_host;
+                node_ref.push(NodeRef::Host(n_host));
+                n_host += 1;
+            }
+        }
+
+        // Ports: contiguous per node, in link order.
+        let adj = topo.adjacency();
+        let mut first_port = vec![0u32; n + 1];
+        for node in 0..n {
+            first_port[node + 1] = first_port[node] + adj[node].len() as u32;
+        }
+        let mut ports = Vec::with_capacity(first_port[n] as usize);
+        for (node, neighbours) in adj.iter().enumerate() {
+            for (local, &(peer_node, link)) in neighbours.iter().enumerate() {
+                let l = &topo.links[link];
+                // The peer's port for this link: its position in the peer's adjacency.
+                let peer_local = adj[peer_node as usize]
+                    .iter()
+                    .position(|&(_, li)| li == link)
+                    .expect("links appear at both ends");
+                let is_switch = topo.is_switch[node];
+                ports.push(PortState {
+                    node: node as u32,
+                    peer: first_port[peer_node as usize] + peer_local as u32,
+                    peer_node,
+                    rate: l.rate,
+                    delay: l.delay,
+                    queues: Default::default(),
+                    pfc_out: VecDeque::new(),
+                    queue_bytes: [0; N_PRIO],
+                    total_queue_bytes: 0,
+                    on_wire: None,
+                    rr_next: 1,
+                    paused: 0,
+                    paused_since: [Time::ZERO; N_PRIO],
+                    pause_clock: [0; N_PRIO],
+                    paused_any_since: Time::ZERO,
+                    in_flight: VecDeque::new(),
+                    ecn: cfg.switch.ecn.red_for(l.rate),
+                    rec: PortRecord {
+                        node: node as u32,
+                        port: local as u16,
+                        peer: peer_node,
+                        is_switch,
+                        rate_bps: l.rate.bps(),
+                        delay_ps: l.delay.ps(),
+                        ..Default::default()
+                    },
+                });
+            }
+        }
+
+        let mut switches = Vec::with_capacity(n_sw as usize);
+        let mut hosts = Vec::with_capacity(n_host as usize);
+        for node in 0..n {
+            let range = first_port[node]..first_port[node + 1];
+            match node_ref[node] {
+                NodeRef::Switch(_) => {
+                    let sw = Switch::new(node as u32, range, topo, &adj, &ports, &cfg, seed)?;
+                    switches.push(sw);
+                }
+                NodeRef::Host(_) => hosts.push(Host::new(node as u32, range.start)),
+            }
+        }
+
+        // Flows, sorted by start time.
+        for (index, f) in flows.iter().enumerate() {
+            for (what, node) in [("source", f.src), ("destination", f.dst)] {
+                if node as usize >= n || topo.is_switch[node as usize] {
+                    return Err(SetupError::NotAHost {
+                        index,
+                        what,
+                        node,
+                        hosts: describe_hosts(&topo.hosts),
+                    });
+                }
+            }
+            if f.src == f.dst {
+                return Err(SetupError::SelfFlow { index, node: f.src });
+            }
+            if f.size == 0 {
+                return Err(SetupError::EmptyFlow { index });
+            }
+            if f.priority == CONTROL_PRIO || f.priority as usize >= N_PRIO {
+                return Err(SetupError::BadPriority {
+                    index,
+                    priority: f.priority,
+                });
+            }
+        }
+        flows.sort_by_key(|f| f.start);
+        let flows: Vec<FlowState> = flows
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let path = representative_path(topo, &adj, f.src, f.dst);
+                let ideal = ideal_fct(f.size, &path, &cfg.nic);
+                let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate;
+                FlowState::new(i as u32, f, ideal, line, &cfg.cc)
+            })
+            .collect();
+
+        let mut sim = Simulation {
+            now: Time::ZERO,
+            events: EventQueue::default(),
+            fingerprint: Fingerprint::default(),
+            events_done: 0,
+            arena: PacketArena::default(),
+            ports,
+            node_ref,
+            host_index,
+            switches,
+            hosts,
+            flows,
+            next_flow: 0,
+            flows_finished: 0,
+            cfg,
+            stop,
+            bytes_offered: 0,
+            bytes_delivered: 0,
+            drops: 0,
+            lb_actions: Vec::new(),
+        };
+        if let Some(f) = sim.flows.first() {
+            sim.events.schedule(f.spec.start, Event::FlowStart);
+        }
+        Ok(sim)
+    }
+
+    /// Simulated time now.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// Runs to the stop rule; `progress(now)` is called every 2^18 events.
+    pub fn run(mut self, progress: &mut dyn FnMut(Time)) -> RunOutput {
+        let wall = std::time::Instant::now();
+        while let Some((t, ev)) = self.events.pop() {
+            if t > self.stop.at {
+                self.now = self.stop.at;
+                break;
+            }
+            self.now = t;
+            self.events_done += 1;
+            self.fingerprint.add(t, ev.code());
+            self.handle(ev);
+            if self.events_done & ((1 << 18) - 1) == 0 {
+                progress(self.now);
+            }
+            if self.stop.when_flows_done && self.flows_finished == self.flows.len() as u64 {
+                break;
+            }
+        }
+        progress(self.now);
+        self.finish(wall.elapsed().as_secs_f64())
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::TxDone(p) => self.tx_done(p),
+            Event::Arrival(p) => self.arrival(p),
+            Event::NicWake(h) => self.nic_wake(h),
+            Event::FlowStart => self.flow_start(),
+            Event::Rto(f) => self.rto_fired(f),
+            Event::DcqcnDecrease(f) => self.dcqcn_decrease(f),
+            Event::DcqcnIncrease(f, gen) => self.dcqcn_increase(f, gen),
+            Event::LbTimer(s, token) => self.lb_timer(s, token),
+        }
+    }
+
+    /// Puts `pid` on port `p`'s serializer (the port must be idle).
+    #[inline]
+    fn start_tx(&mut self, p: u32, pid: PacketId) {
+        let port = &mut self.ports[p as usize];
+        debug_assert!(port.on_wire.is_none());
+        let wire = self.arena.get(pid).wire_bytes as u64;
+        port.on_wire = Some(pid);
+        port.rec.tx_packets += 1;
+        port.rec.tx_bytes += wire;
+        let done = self.now + port.rate.tx_time(wire);
+        self.events.schedule(done, Event::TxDone(p));
+    }
+
+    fn tx_done(&mut self, p: u32) {
+        let port = &mut self.ports[p as usize];
+        let pid = port
+            .on_wire
+            .take()
+            .expect("TxDone with a packet on the wire");
+        let arrival = self.now + port.delay;
+        port.in_flight.push_back((arrival, pid));
+        if port.in_flight.len() == 1 {
+            self.events.schedule(arrival, Event::Arrival(p));
+        }
+        self.try_send(p);
+    }
+
+    fn arrival(&mut self, p: u32) {
+        let port = &mut self.ports[p as usize];
+        let (_, pid) = port
+            .in_flight
+            .pop_front()
+            .expect("Arrival with a packet in flight");
+        if let Some(&(next, _)) = port.in_flight.front() {
+            self.events.schedule(next, Event::Arrival(p));
+        }
+        let to = port.peer;
+        let kind = self.arena.get(pid).kind;
+        if matches!(kind, PacketKind::Pause | PacketKind::Resume) {
+            self.receive_pfc(to, pid);
+            return;
+        }
+        match self.node_ref[self.ports[to as usize].node as usize] {
+            NodeRef::Switch(s) => self.switch_receive(s, to, pid),
+            NodeRef::Host(h) => self.host_receive(h, pid),
+        }
+    }
+
+    /// Starts the next transmission on port `p` if it is idle and has something eligible.
+    fn try_send(&mut self, p: u32) {
+        if self.ports[p as usize].on_wire.is_some() {
+            return;
+        }
+        match self.node_ref[self.ports[p as usize].node as usize] {
+            NodeRef::Switch(s) => self.switch_dequeue(s, p),
+            NodeRef::Host(h) => self.host_send(h),
+        }
+    }
+
+    /// A PFC frame arrived on port `p`: pause or resume `p`'s own egress.
+    fn receive_pfc(&mut self, p: u32, pid: PacketId) {
+        let pkt = *self.arena.get(pid);
+        self.arena.free(pid);
+        let now = self.now;
+        let port = &mut self.ports[p as usize];
+        let q = pkt.priority as usize;
+        let bit = 1u8 << q;
+        match pkt.kind {
+            PacketKind::Pause => {
+                port.rec.pfc_pauses_received += 1;
+                if port.paused & bit == 0 {
+                    if port.paused == 0 {
+                        port.paused_any_since = now;
+                    }
+                    port.paused |= bit;
+                    port.paused_since[q] = now;
+                }
+            }
+            PacketKind::Resume => {
+                if port.paused & bit != 0 {
+                    port.pause_clock[q] += (now - port.paused_since[q]).ps();
+                    port.paused &= !bit;
+                    if port.paused == 0 {
+                        port.rec.paused_time_ps += (now - port.paused_any_since).ps();
+                    }
+                }
+                self.try_send(p);
+            }
+            _ => unreachable!("receive_pfc gets PFC frames only"),
+        }
+    }
+
+    /// Queues a PFC frame for priority `prio` out of port `p`.
+    fn send_pfc(&mut self, p: u32, prio: u8, kind: PacketKind) {
+        let mut pkt = Packet::new(kind);
+        pkt.priority = prio;
+        pkt.wire_bytes = self.cfg.nic.control_bytes as u32;
+        let pid = self.arena.alloc(pkt);
+        let port = &mut self.ports[p as usize];
+        match kind {
+            PacketKind::Pause => port.rec.pfc_pauses_sent += 1,
+            _ => port.rec.pfc_resumes_sent += 1,
+        }
+        port.pfc_out.push_back(pid);
+        self.try_send(p);
+    }
+
+    /// Turns the state into results.
+    fn finish(self, wall_seconds: f64) -> RunOutput {
+        let now = self.now;
+        let flows: Vec<FlowRecord> = self.flows.iter().map(|f| f.record()).collect();
+        let ports = self
+            .ports
+            .iter()
+            .map(|p| {
+                let mut rec = p.rec.clone();
+                if p.paused != 0 {
+                    rec.paused_time_ps += (now - p.paused_any_since).ps();
+                }
+                rec
+            })
+            .collect();
+        let buffered_bytes = self.switches.iter().map(|s| s.mmu.bytes_in_use()).sum();
+        let stats = RunStats {
+            events: self.events_done,
+            end_ps: now.ps(),
+            wall_seconds,
+            bytes_offered: self.bytes_offered,
+            bytes_delivered: self.bytes_delivered,
+            packets_dropped: self.drops,
+            flows_total: self.flows.len() as u64,
+            flows_finished: self.flows_finished,
+            fingerprint: self.fingerprint.value(),
+        };
+        RunOutput {
+            flows,
+            ports,
+            stats,
+            buffered_bytes,
+            live_packets: self.arena.live(),
+            peak_packets: self.arena.high_water(),
+        }
+    }
+}
+
+/// "0..=127" style description of host ids for error messages.
+fn describe_hosts(hosts: &[u32]) -> String {
+    let contiguous = hosts.windows(2).all(|w| w[1] == w[0] + 1);
+    match (hosts.first(), hosts.last()) {
+        (Some(a), Some(b)) if contiguous => format!("{a}..={b}"),
+        _ => format!("{} nodes that are not switches", hosts.len()),
+    }
+}
+
+/// The links (rate, delay) of the unloaded reference path from `src` to `dst`: a shortest
+/// path that, at every hop, takes the fastest equal-cost link (first one on ties).
+fn representative_path(
+    topo: &Topology,
+    adj: &[Vec<(u32, usize)>],
+    src: u32,
+    dst: u32,
+) -> Vec<(Rate, Time)> {
+    let dist = topo.hop_distances_with(adj, dst);
+    let mut path = Vec::new();
+    let mut at = src;
+    while at != dst {
+        let (next, link) = adj[at as usize]
+            .iter()
+            .filter(|&&(y, _)| dist[y as usize] + 1 == dist[at as usize])
+            .max_by_key(|&&(_, li)| (topo.links[li].rate, std::cmp::Reverse(li)))
+            .copied()
+            .expect("connected topology");
+        path.push((topo.links[link].rate, topo.links[link].delay));
+        at = next;
+    }
+    path
+}
+
+/// An RNG stream for a switch's random decisions (ECN marking, load balancing).
+fn switch_rng(seed: u64, node: u32) -> Rng {
+    rng_stream(seed, StreamKind::Switch, node as u64)
+}
+
+/// Headroom of a port: what arrives after the switch decides to pause the link's far end.
+/// The PAUSE waits for one packet on our egress and its own serialization, travels the link
+/// (one delay) while the peer keeps sending; the peer then finishes the packet it is sending,
+/// and everything already on the wire still arrives (one delay). So 2 x rate x delay plus
+/// three maximum-size packets.
+pub fn auto_headroom(rate: Rate, delay: Time, mtu_wire: u64) -> u64 {
+    2 * rate.bytes_in(delay) + 3 * mtu_wire
+}
+
+/// The MMU of a switch with these ports.
+fn build_mmu(cfg: &SwitchConfig, ports: &[PortState], mtu_wire: u64) -> Mmu {
+    let headroom = ports
+        .iter()
+        .map(|p| {
+            cfg.pfc
+                .headroom
+                .map(|b| b.0)
+                .unwrap_or_else(|| auto_headroom(p.rate, p.delay, mtu_wire))
+        })
+        .collect();
+    let threshold = match cfg.pfc.static_threshold {
+        Some(b) => Threshold::Static { bytes: b.0 },
+        None => Threshold::Dynamic {
+            alpha: cfg.pfc.alpha,
+        },
+    };
+    Mmu::new(
+        cfg.buffer.0,
+        cfg.pfc.reserve.0,
+        cfg.pfc.resume_offset.0,
+        threshold,
+        cfg.pfc.enabled,
+        headroom,
+    )
+}

@@ -1,0 +1,383 @@
+//! Switches: forwarding, the shared buffer and PFC, ECN marking at dequeue, and the egress
+//! scheduler.
+//!
+//! Modelled: store-and-forward output-queued switch with 8 priority queues per egress port,
+//! a shared buffer with per-ingress (port, priority) accounting and PFC (see `mmu.rs`), PFC
+//! frames sent ahead of everything else on the link, a strict-priority control queue
+//! (configurable), round-robin among data priorities skipping paused ones, RED/ECN marking at
+//! dequeue on the egress queue length. Not modelled: switching latency inside the switch,
+//! cut-through forwarding, egress buffer limits, multicast, link-level errors.
+
+use super::{build_mmu, switch_rng, PortState, SetupError, Simulation, CONTROL_PRIO};
+use super::{FabricConfig, N_PRIO};
+use crate::engine::{mix64, Rng};
+use crate::lb::{flow_hash, LbAction, LbCtx, SwitchLb};
+use crate::mmu::{Admission, Mmu};
+use crate::packet::{Packet, PacketId, PacketKind};
+use crate::topology::Topology;
+use crate::units::{Bytes, Rate};
+use rand::Rng as _;
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+
+/// Switch parameters (the `[switch]` table of a spec).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchConfig {
+    /// Shared buffer per switch (ConWeave R1: 9 MB).
+    pub buffer: Bytes,
+    /// ACK, NACK and other control packets ride in a strict-priority queue that is not
+    /// accounted in the buffer and never ECN-marked (ConWeave: true). With `false` they share
+    /// the data priority's queue, accounting and pauses (HPCC: false).
+    pub control_strict_priority: bool,
+    pub pfc: PfcConfig,
+    pub ecn: EcnConfig,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            buffer: Bytes(9_000_000),
+            control_strict_priority: true,
+            pfc: PfcConfig::default(),
+            ecn: EcnConfig::default(),
+        }
+    }
+}
+
+/// PFC parameters (`[switch.pfc]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PfcConfig {
+    /// PFC on (lossless) or off (lossy: drops on overflow).
+    pub enabled: bool,
+    /// Dynamic-threshold factor: a queue pauses its ingress when its shared-buffer use reaches
+    /// alpha x free shared buffer (ConWeave: 1/16; HPCC: 1/8).
+    pub alpha: f64,
+    /// If set, a static XOFF threshold on a queue's shared-buffer use replaces the dynamic one.
+    pub static_threshold: Option<Bytes>,
+    /// Bytes each (ingress port, priority) may use before touching the shared pool (HPCC: 4 KB).
+    pub reserve: Bytes,
+    /// RESUME is sent once a queue's shared use is this far below the threshold (HPCC: 3 KB).
+    pub resume_offset: Bytes,
+    /// Headroom per port. Unset: 2 x rate x delay + 3 MTU of the port's link (enough to absorb
+    /// what arrives after a PAUSE is decided; see `auto_headroom`).
+    pub headroom: Option<Bytes>,
+}
+
+impl Default for PfcConfig {
+    fn default() -> Self {
+        PfcConfig {
+            enabled: true,
+            alpha: 1.0 / 16.0,
+            static_threshold: None,
+            reserve: Bytes(4_000),
+            resume_offset: Bytes(3_000),
+            headroom: None,
+        }
+    }
+}
+
+/// RED/ECN marking parameters (`[switch.ecn]`), applied per egress queue at dequeue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EcnConfig {
+    pub enabled: bool,
+    /// Below Kmin nothing is marked (ConWeave: 100 KB for every link speed).
+    pub kmin: Bytes,
+    /// Above Kmax everything is marked (ConWeave: 400 KB).
+    pub kmax: Bytes,
+    /// Marking probability at Kmax (ConWeave: 0.2).
+    pub pmax: f64,
+    /// Other values for links of a given rate.
+    pub per_rate: Vec<EcnRateOverride>,
+}
+
+impl Default for EcnConfig {
+    fn default() -> Self {
+        EcnConfig {
+            enabled: true,
+            kmin: Bytes(100_000),
+            kmax: Bytes(400_000),
+            pmax: 0.2,
+            per_rate: Vec::new(),
+        }
+    }
+}
+
+/// RED parameters for links of one rate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EcnRateOverride {
+    pub rate: Rate,
+    pub kmin: Bytes,
+    pub kmax: Bytes,
+    pub pmax: f64,
+}
+
+impl EcnConfig {
+    /// (kmin, kmax, pmax) for an egress of `rate`; kmin = u64::MAX when marking is off.
+    pub fn red_for(&self, rate: Rate) -> (u64, u64, f64) {
+        if !self.enabled {
+            return (u64::MAX, u64::MAX, 0.0);
+        }
+        match self.per_rate.iter().find(|o| o.rate == rate) {
+            Some(o) => (o.kmin.0, o.kmax.0, o.pmax),
+            None => (self.kmin.0, self.kmax.0, self.pmax),
+        }
+    }
+}
+
+/// One switch.
+pub(super) struct Switch {
+    node: u32,
+    /// Global ids of its ports.
+    ports: Range<u32>,
+    /// For each host (by host index): (offset, count) of its next hops in `next_hops`.
+    routes: Vec<(u32, u16)>,
+    /// Local port indices, grouped per destination host.
+    next_hops: Vec<u16>,
+    pub(super) mmu: Mmu,
+    lb: SwitchLb,
+    /// Salt of the ECMP hash used for control packets.
+    control_salt: u64,
+    rng: Rng,
+}
+
+impl Switch {
+    pub(super) fn new(
+        node: u32,
+        ports: Range<u32>,
+        topo: &Topology,
+        adj: &[Vec<(u32, usize)>],
+        all_ports: &[PortState],
+        cfg: &FabricConfig,
+        seed: u64,
+    ) -> Result<Switch, SetupError> {
+        let mut routes = Vec::with_capacity(topo.hosts.len());
+        let mut next_hops = Vec::new();
+        let neighbours = &adj[node as usize];
+        for &h in &topo.hosts {
+            let dist = topo.hop_distances_with(adj, h);
+            let offset = next_hops.len() as u32;
+            let here = dist[node as usize];
+            for (local, &(peer, _)) in neighbours.iter().enumerate() {
+                let d = dist[peer as usize];
+                if d != u32::MAX && d + 1 == here {
+                    next_hops.push(local as u16);
+                }
+            }
+            routes.push((offset, (next_hops.len() as u32 - offset) as u16));
+        }
+        let my_ports = &all_ports[ports.start as usize..ports.end as usize];
+        let mtu_wire = cfg.nic.mtu_wire_bytes();
+        let mmu = build_mmu(&cfg.switch, my_ports, mtu_wire);
+        let set_aside = mmu.set_aside();
+        if cfg.switch.buffer.0 <= set_aside {
+            return Err(SetupError::BufferTooSmall {
+                node,
+                buffer: cfg.switch.buffer.0,
+                set_aside,
+            });
+        }
+        Ok(Switch {
+            node,
+            ports,
+            routes,
+            next_hops,
+            mmu,
+            lb: cfg.lb.instantiate(node),
+            control_salt: mix64(node as u64 ^ 0x5eed),
+            rng: switch_rng(seed, node),
+        })
+    }
+}
+
+impl Simulation {
+    /// A packet arrived on global port `p` of switch `s`.
+    pub(super) fn switch_receive(&mut self, s: u32, p: u32, pid: PacketId) {
+        let sw = &mut self.switches[s as usize];
+        let in_local = (p - sw.ports.start) as u16;
+        if self.arena.get(pid).kind == PacketKind::LbControl {
+            let header = self.arena.get(pid).lb;
+            self.arena.free(pid);
+            let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
+            let mut ctx = LbCtx {
+                now: self.now,
+                node: sw.node,
+                ports,
+                rng: &mut sw.rng,
+                actions: &mut self.lb_actions,
+            };
+            sw.lb.on_control(&mut ctx, in_local, &header);
+            self.apply_lb_actions(s);
+            return;
+        }
+        self.switch_forward(s, in_local, pid);
+    }
+
+    /// Routes, admits, charges and enqueues a data or control packet.
+    fn switch_forward(&mut self, s: u32, in_local: u16, pid: PacketId) {
+        let strict = self.cfg.switch.control_strict_priority;
+        let sw = &mut self.switches[s as usize];
+        let pkt = *self.arena.get(pid);
+        let host = self.host_index[pkt.dst as usize];
+        let (offset, count) = sw.routes[host as usize];
+        let candidates = &sw.next_hops[offset as usize..offset as usize + count as usize];
+        let out_local = if count == 1 {
+            candidates[0]
+        } else if pkt.kind == PacketKind::Data {
+            let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
+            let mut ctx = LbCtx {
+                now: self.now,
+                node: sw.node,
+                ports,
+                rng: &mut sw.rng,
+                actions: &mut self.lb_actions,
+            };
+            sw.lb.choose(&mut ctx, &pkt, candidates)
+        } else {
+            candidates[(flow_hash(&pkt, sw.control_salt) % count as u64) as usize]
+        };
+        let out = sw.ports.start + out_local as u32;
+        let prio = if pkt.kind.is_control() && strict {
+            CONTROL_PRIO
+        } else {
+            pkt.priority
+        };
+        let wire = pkt.wire_bytes as u64;
+        let mut pause = false;
+        if prio != CONTROL_PRIO {
+            if sw.mmu.admit(in_local as usize, prio, wire) == Admission::Drop {
+                self.ports[out as usize].rec.drops += 1;
+                self.drops += 1;
+                self.arena.free(pid);
+                return;
+            }
+            pause = sw.mmu.charge(in_local as usize, prio, wire);
+        }
+        let in_port = sw.ports.start + in_local as u32;
+        let now = self.now;
+        let pkt = self.arena.get_mut(pid);
+        pkt.ingress_port = in_local;
+        self.ports[out as usize].enqueue(prio, pid, pkt, now);
+        if !self.lb_actions.is_empty() {
+            self.apply_lb_actions(s);
+        }
+        if pause {
+            self.send_pfc(in_port, prio, PacketKind::Pause);
+        }
+        self.try_send(out);
+    }
+
+    /// Port `p` of switch `s` is idle: send the next PFC frame, control packet, or data packet
+    /// (round-robin over unpaused data priorities).
+    pub(super) fn switch_dequeue(&mut self, s: u32, p: u32) {
+        let now = self.now;
+        let port = &mut self.ports[p as usize];
+        if let Some(pid) = port.pfc_out.pop_front() {
+            self.start_tx(p, pid);
+            return;
+        }
+        let prio = if !port.queues[CONTROL_PRIO as usize].is_empty() {
+            CONTROL_PRIO
+        } else {
+            let start = port.rr_next as usize;
+            let Some(q) = (0..N_PRIO - 1)
+                .map(|k| 1 + (start - 1 + k) % (N_PRIO - 1))
+                .find(|&q| !port.queues[q].is_empty() && port.paused & (1 << q) == 0)
+            else {
+                return;
+            };
+            port.rr_next = (1 + q % (N_PRIO - 1)) as u8;
+            q as u8
+        };
+        let pid = port.dequeue(prio, &mut self.arena, now);
+        let (kmin, kmax, pmax) = port.ecn;
+        let queue_after = port.queue_bytes[prio as usize];
+        let sw = &mut self.switches[s as usize];
+        let out_local = (p - sw.ports.start) as u16;
+        let pkt = self.arena.get_mut(pid);
+        let mut resume = None;
+        if prio != CONTROL_PRIO {
+            let in_local = pkt.ingress_port;
+            if sw
+                .mmu
+                .release(in_local as usize, prio, pkt.wire_bytes as u64)
+            {
+                resume = Some(sw.ports.start + in_local as u32);
+            }
+        }
+        if pkt.kind == PacketKind::Data {
+            if queue_after > kmin {
+                let mark = queue_after >= kmax || {
+                    let prob = pmax * (queue_after - kmin) as f64 / (kmax - kmin) as f64;
+                    sw.rng.gen::<f64>() < prob
+                };
+                if mark {
+                    pkt.ce = true;
+                    self.ports[p as usize].rec.ecn_marks += 1;
+                }
+            }
+            let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
+            let mut ctx = LbCtx {
+                now,
+                node: sw.node,
+                ports,
+                rng: &mut sw.rng,
+                actions: &mut self.lb_actions,
+            };
+            sw.lb.on_dequeue(&mut ctx, out_local, pkt);
+            pkt.lb.hop = pkt.lb.hop.wrapping_add(1);
+            pkt.path_sig = (mix64(pkt.path_sig as u64 ^ (p as u64) << 32) >> 32) as u32;
+        }
+        self.start_tx(p, pid);
+        if !self.lb_actions.is_empty() {
+            self.apply_lb_actions(s);
+        }
+        if let Some(in_port) = resume {
+            self.send_pfc(in_port, prio, PacketKind::Resume);
+        }
+    }
+
+    /// Carries out what a load balancer asked for during its last hook.
+    fn apply_lb_actions(&mut self, s: u32) {
+        let first = self.switches[s as usize].ports.start;
+        let mut actions = std::mem::take(&mut self.lb_actions);
+        for action in actions.drain(..) {
+            match action {
+                LbAction::SendControl { port, header } => {
+                    let mut pkt = Packet::new(PacketKind::LbControl);
+                    pkt.src = self.switches[s as usize].node;
+                    pkt.lb = header;
+                    pkt.wire_bytes = self.cfg.nic.control_bytes as u32;
+                    let pid = self.arena.alloc(pkt);
+                    let p = first + port as u32;
+                    let now = self.now;
+                    let pkt = self.arena.get_mut(pid);
+                    self.ports[p as usize].enqueue(CONTROL_PRIO, pid, pkt, now);
+                    self.try_send(p);
+                }
+                LbAction::SetTimer { at, token } => {
+                    self.events.schedule(at, super::Event::LbTimer(s, token));
+                }
+            }
+        }
+        self.lb_actions = actions;
+    }
+
+    /// A load balancer's timer fired.
+    pub(super) fn lb_timer(&mut self, s: u32, token: u64) {
+        let sw = &mut self.switches[s as usize];
+        let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
+        let mut ctx = LbCtx {
+            now: self.now,
+            node: sw.node,
+            ports,
+            rng: &mut sw.rng,
+            actions: &mut self.lb_actions,
+        };
+        sw.lb.on_timer(&mut ctx, token);
+        self.apply_lb_actions(s);
+    }
+}

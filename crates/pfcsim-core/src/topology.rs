@@ -1,0 +1,407 @@
+//! Fabric topologies: builders (leaf-spine, k-ary fat-tree, ns-3 topology files) and
+//! shortest-path routing tables.
+//!
+//! A topology is a set of nodes (hosts and switches) and full-duplex links, each with one rate
+//! and one propagation delay for both directions. Every host has exactly one link (one NIC
+//! port); hosts never forward. Switches forward along all shortest paths (in hops); the
+//! equal-cost choice among them is the load balancer's.
+
+use crate::engine::{rng_stream, StreamKind};
+use crate::ns3::Ns3Topology;
+use crate::units::{Rate, Time};
+use rand::seq::index::sample;
+use std::collections::VecDeque;
+
+/// One full-duplex link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    pub a: u32,
+    pub b: u32,
+    pub rate: Rate,
+    pub delay: Time,
+}
+
+/// Nodes and links, plus the facts traffic generators need.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    /// `is_switch[n]` for every node id `n`.
+    pub is_switch: Vec<bool>,
+    pub links: Vec<Link>,
+    /// Host node ids in increasing order.
+    pub hosts: Vec<u32>,
+    /// For every node: the switch a host hangs off (its ToR); for switches, themselves.
+    pub tor_of: Vec<u32>,
+}
+
+/// Why a topology cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TopologyError {
+    #[error("host {host} has {links} links; every host must have exactly one link (one NIC port)")]
+    HostDegree { host: u32, links: usize },
+    #[error("host {host} is linked to host {peer}; hosts must attach to a switch")]
+    HostToHost { host: u32, peer: u32 },
+    #[error("the topology is disconnected: host {to} cannot be reached from host {from}")]
+    Disconnected { from: u32, to: u32 },
+    #[error("the topology has {0} hosts; at least 2 are needed")]
+    TooFewHosts(usize),
+    #[error("link {index} joins node {node} to itself")]
+    SelfLoop { index: usize, node: u32 },
+    #[error("link {index} names node {node}, but the topology has only {nodes} nodes")]
+    NodeOutOfRange { index: usize, node: u32, nodes: u32 },
+}
+
+/// Parameters of a two-tier leaf-spine (Clos) fabric.
+#[derive(Clone, Debug)]
+pub struct LeafSpine {
+    pub leaves: u32,
+    pub spines: u32,
+    pub hosts_per_leaf: u32,
+    pub host_rate: Rate,
+    pub host_delay: Time,
+    pub fabric_rate: Rate,
+    pub fabric_delay: Time,
+    /// Explicit (leaf, spine, rate, delay) overrides of single leaf-spine links.
+    pub overrides: Vec<(u32, u32, Option<Rate>, Option<Time>)>,
+    /// Degrade this fraction of the leaf-spine links (rounded to the nearest count), chosen
+    /// uniformly at random from the topology RNG stream of `seed`, to the given rate.
+    pub degrade: Option<(f64, Rate)>,
+    pub seed: u64,
+}
+
+impl Topology {
+    /// Builds a leaf-spine fabric. Node ids: hosts first (leaf-major), then leaves, then spines.
+    pub fn leaf_spine(p: &LeafSpine) -> Topology {
+        let hosts = p.leaves * p.hosts_per_leaf;
+        let leaf_id = |l: u32| hosts + l;
+        let spine_id = |s: u32| hosts + p.leaves + s;
+        let n = hosts + p.leaves + p.spines;
+        let mut links = Vec::new();
+        for h in 0..hosts {
+            links.push(Link {
+                a: h,
+                b: leaf_id(h / p.hosts_per_leaf),
+                rate: p.host_rate,
+                delay: p.host_delay,
+            });
+        }
+        let first_fabric = links.len();
+        for l in 0..p.leaves {
+            for s in 0..p.spines {
+                links.push(Link {
+                    a: leaf_id(l),
+                    b: spine_id(s),
+                    rate: p.fabric_rate,
+                    delay: p.fabric_delay,
+                });
+            }
+        }
+        if let Some((fraction, rate)) = p.degrade {
+            let fabric = (p.leaves * p.spines) as usize;
+            let count = ((fabric as f64) * fraction).round() as usize;
+            let mut rng = rng_stream(p.seed, StreamKind::Topology, 0);
+            for i in sample(&mut rng, fabric, count.min(fabric)).into_iter() {
+                links[first_fabric + i].rate = rate;
+            }
+        }
+        for &(l, s, rate, delay) in &p.overrides {
+            let link = &mut links[first_fabric + (l * p.spines + s) as usize];
+            if let Some(r) = rate {
+                link.rate = r;
+            }
+            if let Some(d) = delay {
+                link.delay = d;
+            }
+        }
+        let mut is_switch = vec![false; n as usize];
+        for s in is_switch.iter_mut().skip(hosts as usize) {
+            *s = true;
+        }
+        Topology::assemble(is_switch, links).expect("leaf-spine builder makes a valid topology")
+    }
+
+    /// Builds a k-ary fat-tree (k even): k pods of k/2 edge and k/2 aggregation switches,
+    /// (k/2)^2 core switches, k/2 hosts per edge switch, k^3/4 hosts. Node ids: hosts, edge,
+    /// aggregation, core.
+    pub fn fat_tree(k: u32, host: (Rate, Time), fabric: (Rate, Time)) -> Topology {
+        let half = k / 2;
+        let hosts = k * k * k / 4;
+        let edge = |pod: u32, i: u32| hosts + pod * half + i;
+        let agg = |pod: u32, i: u32| hosts + k * half + pod * half + i;
+        let core = |i: u32| hosts + 2 * k * half + i;
+        let n = hosts + 2 * k * half + half * half;
+        let mut links = Vec::new();
+        for h in 0..hosts {
+            let (pod, e) = (h / (half * half), (h / half) % half);
+            links.push(Link {
+                a: h,
+                b: edge(pod, e),
+                rate: host.0,
+                delay: host.1,
+            });
+        }
+        for pod in 0..k {
+            for e in 0..half {
+                for a in 0..half {
+                    links.push(Link {
+                        a: edge(pod, e),
+                        b: agg(pod, a),
+                        rate: fabric.0,
+                        delay: fabric.1,
+                    });
+                }
+            }
+            for a in 0..half {
+                for c in 0..half {
+                    links.push(Link {
+                        a: agg(pod, a),
+                        b: core(a * half + c),
+                        rate: fabric.0,
+                        delay: fabric.1,
+                    });
+                }
+            }
+        }
+        let mut is_switch = vec![true; n as usize];
+        for s in is_switch.iter_mut().take(hosts as usize) {
+            *s = false;
+        }
+        Topology::assemble(is_switch, links).expect("fat-tree builder makes a valid topology")
+    }
+
+    /// Uses a topology read from an ns-3 RDMA simulator file. The per-link error rate is
+    /// not modelled and must be 0 (the caller checks it).
+    pub fn from_ns3(t: &Ns3Topology) -> Result<Topology, TopologyError> {
+        let mut is_switch = vec![false; t.nodes as usize];
+        for &s in &t.switches {
+            is_switch[s as usize] = true;
+        }
+        let links = t
+            .links
+            .iter()
+            .map(|l| Link {
+                a: l.a,
+                b: l.b,
+                rate: l.rate,
+                delay: l.delay,
+            })
+            .collect();
+        Topology::assemble(is_switch, links)
+    }
+
+    /// Checks the structural rules and fills in the derived fields.
+    pub fn assemble(is_switch: Vec<bool>, links: Vec<Link>) -> Result<Topology, TopologyError> {
+        let n = is_switch.len() as u32;
+        let mut degree = vec![0usize; n as usize];
+        let mut tor_of: Vec<u32> = (0..n).collect();
+        for (index, l) in links.iter().enumerate() {
+            for node in [l.a, l.b] {
+                if node >= n {
+                    return Err(TopologyError::NodeOutOfRange {
+                        index,
+                        node,
+                        nodes: n,
+                    });
+                }
+            }
+            if l.a == l.b {
+                return Err(TopologyError::SelfLoop { index, node: l.a });
+            }
+            degree[l.a as usize] += 1;
+            degree[l.b as usize] += 1;
+            for (x, y) in [(l.a, l.b), (l.b, l.a)] {
+                if !is_switch[x as usize] {
+                    if !is_switch[y as usize] {
+                        return Err(TopologyError::HostToHost { host: x, peer: y });
+                    }
+                    tor_of[x as usize] = y;
+                }
+            }
+        }
+        let hosts: Vec<u32> = (0..n).filter(|&i| !is_switch[i as usize]).collect();
+        for &h in &hosts {
+            if degree[h as usize] != 1 {
+                return Err(TopologyError::HostDegree {
+                    host: h,
+                    links: degree[h as usize],
+                });
+            }
+        }
+        if hosts.len() < 2 {
+            return Err(TopologyError::TooFewHosts(hosts.len()));
+        }
+        let topo = Topology {
+            is_switch,
+            links,
+            hosts,
+            tor_of,
+        };
+        // Every host must reach every other: one search from the first host covers it.
+        let dist = topo.hop_distances(topo.hosts[0]);
+        if let Some(&to) = topo.hosts.iter().find(|&&h| dist[h as usize] == u32::MAX) {
+            return Err(TopologyError::Disconnected {
+                from: topo.hosts[0],
+                to,
+            });
+        }
+        Ok(topo)
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.is_switch.len()
+    }
+
+    /// Neighbour lists: for each node, `(peer, link index)` in link order.
+    pub fn adjacency(&self) -> Vec<Vec<(u32, usize)>> {
+        let mut adj = vec![Vec::new(); self.nodes()];
+        for (i, l) in self.links.iter().enumerate() {
+            adj[l.a as usize].push((l.b, i));
+            adj[l.b as usize].push((l.a, i));
+        }
+        adj
+    }
+
+    /// Hop distance from every node to `target`, moving only through switches (hosts are
+    /// path end points, never transit). `u32::MAX` where unreachable.
+    pub fn hop_distances(&self, target: u32) -> Vec<u32> {
+        let adj = self.adjacency();
+        self.hop_distances_with(&adj, target)
+    }
+
+    pub(crate) fn hop_distances_with(&self, adj: &[Vec<(u32, usize)>], target: u32) -> Vec<u32> {
+        let mut dist = vec![u32::MAX; self.nodes()];
+        dist[target as usize] = 0;
+        let mut frontier = VecDeque::from([target]);
+        while let Some(x) = frontier.pop_front() {
+            if x != target && !self.is_switch[x as usize] {
+                continue;
+            }
+            for &(y, _) in &adj[x as usize] {
+                if dist[y as usize] == u32::MAX {
+                    dist[y as usize] = dist[x as usize] + 1;
+                    frontier.push_back(y);
+                }
+            }
+        }
+        dist
+    }
+
+    /// Total host-link capacity (one direction), bits/s.
+    pub fn host_capacity_bps(&self) -> u128 {
+        self.links
+            .iter()
+            .filter(|l| !self.is_switch[l.a as usize] || !self.is_switch[l.b as usize])
+            .map(|l| l.rate.bps() as u128)
+            .sum()
+    }
+
+    /// Capacity of the fabric core (one direction), bits/s: the links from ToR switches
+    /// (switches with hosts attached) to other switches. For a leaf-spine this is every
+    /// leaf-spine link; for a fat-tree, every edge-aggregation link.
+    pub fn core_capacity_bps(&self) -> u128 {
+        let mut is_tor = vec![false; self.nodes()];
+        for &h in &self.hosts {
+            is_tor[self.tor_of[h as usize] as usize] = true;
+        }
+        self.links
+            .iter()
+            .filter(|l| self.is_switch[l.a as usize] && self.is_switch[l.b as usize])
+            .filter(|l| is_tor[l.a as usize] || is_tor[l.b as usize])
+            .map(|l| l.rate.bps() as u128)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r1_like() -> LeafSpine {
+        LeafSpine {
+            leaves: 8,
+            spines: 8,
+            hosts_per_leaf: 16,
+            host_rate: Rate::gbps(100),
+            host_delay: Time::from_us(1),
+            fabric_rate: Rate::gbps(100),
+            fabric_delay: Time::from_us(1),
+            overrides: vec![],
+            degrade: None,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn leaf_spine_shape_and_capacities() {
+        let t = Topology::leaf_spine(&r1_like());
+        assert_eq!(t.nodes(), 144);
+        assert_eq!(t.hosts.len(), 128);
+        assert_eq!(t.links.len(), 128 + 64);
+        assert_eq!(t.tor_of[17], 129);
+        assert_eq!(t.host_capacity_bps(), 128 * 100_000_000_000);
+        // 2:1 oversubscribed: the core is half the host capacity.
+        assert_eq!(t.core_capacity_bps() * 2, t.host_capacity_bps());
+        let d = t.hop_distances(0);
+        assert_eq!(d[1], 2); // same leaf
+        assert_eq!(d[16], 4); // other leaf
+    }
+
+    #[test]
+    fn degradation_is_seeded_and_counts_right() {
+        let mut p = r1_like();
+        p.degrade = Some((0.25, Rate::gbps(40)));
+        let slow = |t: &Topology| -> Vec<usize> {
+            (0..t.links.len())
+                .filter(|&i| t.links[i].rate == Rate::gbps(40))
+                .collect()
+        };
+        let a = slow(&Topology::leaf_spine(&p));
+        assert_eq!(a.len(), 16);
+        assert_eq!(a, slow(&Topology::leaf_spine(&p)));
+        p.seed = 2;
+        assert_ne!(a, slow(&Topology::leaf_spine(&p)));
+    }
+
+    #[test]
+    fn overrides_apply_to_one_link() {
+        let mut p = r1_like();
+        p.overrides = vec![(2, 3, Some(Rate::gbps(10)), Some(Time::from_us(5)))];
+        let t = Topology::leaf_spine(&p);
+        let l = &t.links[128 + 2 * 8 + 3];
+        assert_eq!((l.a, l.b), (128 + 2, 136 + 3));
+        assert_eq!((l.rate, l.delay), (Rate::gbps(10), Time::from_us(5)));
+    }
+
+    #[test]
+    fn fat_tree_shape() {
+        let t = Topology::fat_tree(
+            4,
+            (Rate::gbps(100), Time::from_us(1)),
+            (Rate::gbps(100), Time::from_us(1)),
+        );
+        assert_eq!(t.hosts.len(), 16);
+        assert_eq!(t.nodes(), 16 + 8 + 8 + 4);
+        assert_eq!(t.links.len(), 16 + 16 + 16);
+        let d = t.hop_distances(0);
+        assert_eq!(d[1], 2); // same edge switch
+        assert_eq!(d[2], 4); // same pod
+        assert_eq!(d[15], 6); // other pod
+    }
+
+    #[test]
+    fn rejects_disconnected_and_bad_hosts() {
+        let r = (Rate::gbps(10), Time::from_us(1));
+        let link = |a, b| Link {
+            a,
+            b,
+            rate: r.0,
+            delay: r.1,
+        };
+        let sw = vec![false, false, true, true];
+        let e = Topology::assemble(sw.clone(), vec![link(0, 2), link(1, 3)]).unwrap_err();
+        assert_eq!(e, TopologyError::Disconnected { from: 0, to: 1 });
+        let e = Topology::assemble(sw.clone(), vec![link(0, 1), link(0, 2)]).unwrap_err();
+        assert_eq!(e, TopologyError::HostToHost { host: 0, peer: 1 });
+        let e = Topology::assemble(sw, vec![link(0, 2), link(0, 3), link(1, 2)]).unwrap_err();
+        assert_eq!(e, TopologyError::HostDegree { host: 0, links: 2 });
+    }
+}
