@@ -80,6 +80,8 @@ pub struct PortRecord {
     pub paused_time_ps: u64,
     /// Largest egress-queue occupancy seen, all priorities together, in bytes.
     pub peak_queue_bytes: u64,
+    /// Time-average egress-queue occupancy over the run, all priorities together, in bytes.
+    pub mean_queue_bytes: f64,
     /// Data packets marked with ECN CE at dequeue.
     pub ecn_marks: u64,
     /// Packets dropped on arrival because the buffer was full (lossy mode, or headroom overrun).
@@ -99,6 +101,12 @@ pub struct RunStats {
     pub bytes_offered: u64,
     /// Payload bytes delivered in order to receivers.
     pub bytes_delivered: u64,
+    /// Payload bytes put on the wire by senders, retransmissions included.
+    pub payload_sent: u64,
+    /// Payload bytes of data packets dropped by switches.
+    pub payload_dropped: u64,
+    /// Payload bytes that reached a receiver out of order or twice and were discarded.
+    pub payload_discarded: u64,
     pub packets_dropped: u64,
     pub flows_total: u64,
     pub flows_finished: u64,

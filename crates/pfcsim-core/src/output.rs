@@ -115,6 +115,7 @@ fn port_columns(rows: &[PortRecord]) -> Columns<'_, PortRecord> {
         .prim::<UInt64Type>("pfc_pauses_received", |p| p.pfc_pauses_received)
         .prim::<UInt64Type>("paused_time_ps", |p| p.paused_time_ps)
         .prim::<UInt64Type>("peak_queue_bytes", |p| p.peak_queue_bytes)
+        .prim::<Float64Type>("mean_queue_bytes", |p| p.mean_queue_bytes)
         .prim::<UInt64Type>("ecn_marks", |p| p.ecn_marks)
         .prim::<UInt64Type>("drops", |p| p.drops)
 }

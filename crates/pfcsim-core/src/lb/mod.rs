@@ -18,6 +18,7 @@
 //! are never given to a scheme: switches route them with ECMP, as the RDMA references do.
 
 pub mod ecmp;
+pub mod rps;
 
 use crate::engine::Rng;
 use crate::packet::{LbHeader, Packet};
@@ -26,6 +27,7 @@ use crate::units::Time;
 use serde::{Deserialize, Serialize};
 
 pub use ecmp::{Ecmp, EcmpConfig};
+pub use rps::{Rps, RpsConfig};
 
 /// Something a scheme asks its switch to do once the hook returns.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,6 +56,8 @@ pub struct LbCtx<'a> {
 pub enum LbConfig {
     /// Per-flow hashing of the 5-tuple with a per-switch salt.
     Ecmp(EcmpConfig),
+    /// Random packet spraying over equal-cost next hops.
+    Rps(RpsConfig),
 }
 
 impl Default for LbConfig {
@@ -64,17 +68,25 @@ impl Default for LbConfig {
 
 /// Name, one-line description and defaults of every registered scheme.
 pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
-    vec![(
-        "ecmp",
-        "per-flow 5-tuple hash over equal-cost next hops, salted per switch",
-        LbConfig::Ecmp(EcmpConfig::default()),
-    )]
+    vec![
+        (
+            "ecmp",
+            "per-flow 5-tuple hash over equal-cost next hops, salted per switch",
+            LbConfig::Ecmp(EcmpConfig::default()),
+        ),
+        (
+            "rps",
+            "random packet spraying: a uniformly random equal-cost next hop per packet",
+            LbConfig::Rps(RpsConfig::default()),
+        ),
+    ]
 }
 
 impl LbConfig {
     pub fn name(&self) -> &'static str {
         match self {
             LbConfig::Ecmp(_) => "ecmp",
+            LbConfig::Rps(_) => "rps",
         }
     }
 
@@ -82,6 +94,7 @@ impl LbConfig {
     pub fn instantiate(&self, node: u32) -> SwitchLb {
         match self {
             LbConfig::Ecmp(c) => SwitchLb::Ecmp(Ecmp::new(c, node)),
+            LbConfig::Rps(_) => SwitchLb::Rps(Rps),
         }
     }
 }
@@ -90,15 +103,17 @@ impl LbConfig {
 #[derive(Clone, Debug)]
 pub enum SwitchLb {
     Ecmp(Ecmp),
+    Rps(Rps),
 }
 
 impl SwitchLb {
     /// Picks the egress (a local port index) of a data packet among `candidates` (never
     /// empty; in the order of the switch's ports).
     #[inline]
-    pub fn choose(&mut self, _ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
         match self {
             SwitchLb::Ecmp(s) => s.choose(pkt, candidates),
+            SwitchLb::Rps(s) => s.choose(ctx.rng, candidates),
         }
     }
 
@@ -106,21 +121,21 @@ impl SwitchLb {
     #[inline]
     pub fn on_dequeue(&mut self, _ctx: &mut LbCtx, _port: u16, _pkt: &mut Packet) {
         match self {
-            SwitchLb::Ecmp(_) => {}
+            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {}
         }
     }
 
     /// A scheme message from the neighbour on local port `port` arrived.
     pub fn on_control(&mut self, _ctx: &mut LbCtx, _port: u16, _header: &LbHeader) {
         match self {
-            SwitchLb::Ecmp(_) => {}
+            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {}
         }
     }
 
     /// A timer set with [`LbAction::SetTimer`] fired.
     pub fn on_timer(&mut self, _ctx: &mut LbCtx, _token: u64) {
         match self {
-            SwitchLb::Ecmp(_) => {}
+            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {}
         }
     }
 }

@@ -333,6 +333,7 @@ impl Simulation {
         pkt.pfc_wait = pause_now - flow.pause_mark;
         flow.pause_mark = pause_now;
         flow.snd_nxt += payload;
+        self.payload_sent += payload;
         if seq < flow.high_sent {
             flow.rec.retransmitted_bytes += payload;
         } else {
@@ -438,6 +439,7 @@ impl Simulation {
                 None
             }
         } else if pkt.seq > flow.expected {
+            self.payload_discarded += pkt.payload as u64;
             flow.rec.ooo_arrivals += 1;
             let degree = (pkt.seq - flow.expected).div_ceil(nic.payload.0);
             flow.rec.max_ooo_degree = flow.rec.max_ooo_degree.max(degree as u32);
@@ -450,6 +452,7 @@ impl Simulation {
             }
         } else {
             // Duplicate (already received): ACK again.
+            self.payload_discarded += pkt.payload as u64;
             Some((PacketKind::Ack, pkt.ce))
         };
         if let Some((kind, cnp)) = reply {

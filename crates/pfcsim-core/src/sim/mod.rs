@@ -118,6 +118,9 @@ pub struct PortState {
     /// Total paused time per priority, up to `paused_since` of a current pause.
     pause_clock: [u64; N_PRIO],
     paused_any_since: Time,
+    /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
+    queue_integral: u128,
+    queue_changed: Time,
     in_flight: VecDeque<(Time, PacketId)>,
     /// RED parameters of this egress: (kmin, kmax, pmax).
     ecn: (u64, u64, f64),
@@ -159,8 +162,17 @@ impl PortState {
         }
     }
 
+    /// Accounts the queue occupancy since its last change, up to `now`.
+    #[inline]
+    fn integrate_queue(&mut self, now: Time) {
+        self.queue_integral +=
+            self.total_queue_bytes as u128 * (now - self.queue_changed).ps() as u128;
+        self.queue_changed = now;
+    }
+
     #[inline]
     fn enqueue(&mut self, prio: u8, pid: PacketId, pkt: &mut Packet, now: Time) {
+        self.integrate_queue(now);
         pkt.pause_mark = self.pause_clock(prio, now);
         self.queues[prio as usize].push_back(pid);
         self.queue_bytes[prio as usize] += pkt.wire_bytes as u64;
@@ -174,6 +186,7 @@ impl PortState {
         let pid = self.queues[prio as usize]
             .pop_front()
             .expect("dequeue from a non-empty queue");
+        self.integrate_queue(now);
         let pkt = arena.get_mut(pid);
         self.queue_bytes[prio as usize] -= pkt.wire_bytes as u64;
         self.total_queue_bytes -= pkt.wire_bytes as u64;
@@ -266,6 +279,9 @@ pub struct Simulation {
     stop: StopRule,
     bytes_offered: u64,
     bytes_delivered: u64,
+    payload_sent: u64,
+    payload_dropped: u64,
+    payload_discarded: u64,
     drops: u64,
     lb_actions: Vec<LbAction>,
 }
@@ -327,6 +343,8 @@ impl Simulation {
                     paused_since: [Time::ZERO; N_PRIO],
                     pause_clock: [0; N_PRIO],
                     paused_any_since: Time::ZERO,
+                    queue_integral: 0,
+                    queue_changed: Time::ZERO,
                     in_flight: VecDeque::new(),
                     ecn: cfg.switch.ecn.red_for(l.rate),
                     rec: PortRecord {
@@ -410,6 +428,9 @@ impl Simulation {
             stop,
             bytes_offered: 0,
             bytes_delivered: 0,
+            payload_sent: 0,
+            payload_discarded: 0,
+            payload_dropped: 0,
             drops: 0,
             lb_actions: Vec::new(),
         };
@@ -576,6 +597,13 @@ impl Simulation {
             .iter()
             .map(|p| {
                 let mut rec = p.rec.clone();
+                let integral = p.queue_integral
+                    + p.total_queue_bytes as u128 * (now - p.queue_changed).ps() as u128;
+                rec.mean_queue_bytes = if now.ps() > 0 {
+                    integral as f64 / now.ps() as f64
+                } else {
+                    0.0
+                };
                 if p.paused != 0 {
                     rec.paused_time_ps += (now - p.paused_any_since).ps();
                 }
@@ -589,6 +617,9 @@ impl Simulation {
             wall_seconds,
             bytes_offered: self.bytes_offered,
             bytes_delivered: self.bytes_delivered,
+            payload_sent: self.payload_sent,
+            payload_dropped: self.payload_dropped,
+            payload_discarded: self.payload_discarded,
             packets_dropped: self.drops,
             flows_total: self.flows.len() as u64,
             flows_finished: self.flows_finished,

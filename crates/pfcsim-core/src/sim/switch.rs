@@ -251,6 +251,7 @@ impl Simulation {
             if sw.mmu.admit(in_local as usize, prio, wire) == Admission::Drop {
                 self.ports[out as usize].rec.drops += 1;
                 self.drops += 1;
+                self.payload_dropped += pkt.payload as u64;
                 self.arena.free(pid);
                 return;
             }

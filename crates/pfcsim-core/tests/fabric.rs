@@ -1,0 +1,336 @@
+//! Behaviour of the fabric model: each test fails if the mechanism it names breaks.
+
+use pfcsim_core::dcqcn::DcqcnConfig;
+use pfcsim_core::lb::{LbConfig, RpsConfig};
+use pfcsim_core::sim::{
+    ideal_fct, CcConfig, FabricConfig, FlowSpec, NicConfig, RunOutput, Simulation, StopRule,
+};
+use pfcsim_core::topology::{LeafSpine, Topology};
+use pfcsim_core::units::{Rate, Time};
+
+fn leaf_spine(leaves: u32, spines: u32, hosts_per_leaf: u32) -> Topology {
+    Topology::leaf_spine(&LeafSpine {
+        leaves,
+        spines,
+        hosts_per_leaf,
+        host_rate: Rate::gbps(100),
+        host_delay: Time::from_us(1),
+        fabric_rate: Rate::gbps(100),
+        fabric_delay: Time::from_us(1),
+        overrides: vec![],
+        degrade: None,
+        seed: 0,
+    })
+}
+
+fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
+    FlowSpec {
+        src,
+        dst,
+        size,
+        start,
+        priority: 3,
+        dport: 100,
+        source: "scripted",
+    }
+}
+
+/// Runs until no event is left (the network drains).
+fn drain(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64) -> RunOutput {
+    let stop = StopRule {
+        at: Time::from_ms(1000),
+        when_flows_done: false,
+    };
+    Simulation::new(topo, cfg, flows, seed, stop)
+        .unwrap()
+        .run(&mut |_| {})
+}
+
+fn line_rate_only() -> FabricConfig {
+    FabricConfig {
+        cc: CcConfig::None,
+        ..Default::default()
+    }
+}
+
+/// Every invariant that holds for any drained lossless run.
+fn assert_lossless_and_conserved(out: &RunOutput) {
+    let s = &out.stats;
+    assert_eq!(s.packets_dropped, 0, "PFC on: nothing may be dropped");
+    assert_eq!(s.flows_finished, s.flows_total, "every flow finishes");
+    let total: u64 = out.flows.iter().map(|f| f.size_bytes).sum();
+    assert_eq!(s.bytes_delivered, total, "every byte delivered once");
+    assert_eq!(s.bytes_offered, total);
+    assert_eq!(
+        s.payload_sent,
+        s.bytes_delivered + s.payload_dropped + s.payload_discarded,
+        "payload sent = delivered + dropped + discarded"
+    );
+    assert_eq!(out.buffered_bytes, 0, "switch buffers are empty at the end");
+    assert_eq!(out.live_packets, 0, "no packet is left anywhere");
+}
+
+#[test]
+fn lone_flow_fct_is_serialization_plus_propagation_plus_store_and_forward() {
+    let topo = leaf_spine(2, 2, 2);
+    // Host 0 (leaf 0) to host 2 (leaf 1): 4 links of 100 Gbps and 1 us.
+    let size = 100_000;
+    let out = drain(
+        &topo,
+        FabricConfig::default(),
+        vec![flow(0, 2, size, Time::ZERO)],
+        1,
+    );
+    let f = &out.flows[0];
+    // 100 packets of 1000 B payload + 48 B header = 1048 B = 83.84 ns at 100 Gbps.
+    let pkt = 83_840u64;
+    let expected = 99 * pkt   // the first 99 packets leave the sender back to back
+        + 4 * pkt             // the last packet is stored and forwarded on 4 links
+        + 4 * 1_000_000       // propagation of the data
+        + 4 * (5_120 + 1_000_000); // the 64 B ACK comes back over 4 links
+    let fct = f.fct_ps.unwrap();
+    assert!(
+        fct.abs_diff(expected) <= pkt,
+        "fct {fct} ps, expected {expected} ps"
+    );
+    assert_eq!(f.ideal_fct_ps, expected);
+    assert!((f.slowdown.unwrap() - 1.0).abs() < 0.01);
+    assert_eq!(f.retransmitted_bytes, 0);
+    assert_eq!(f.ooo_arrivals, 0);
+    assert_eq!(f.paths_used, 1);
+    assert!(!f.stalled);
+    assert_lossless_and_conserved(&out);
+}
+
+#[test]
+fn ideal_fct_handles_a_short_last_packet_and_a_slow_middle_link() {
+    let nic = NicConfig::default();
+    let fast = (Rate::gbps(100), Time::from_us(1));
+    let slow = (Rate::gbps(10), Time::from_us(1));
+    // One packet of 500 B payload: pure store-and-forward.
+    let one = ideal_fct(500, &[fast, slow, fast], &nic);
+    let t = |r: Rate, b: u64| r.tx_time(b).ps();
+    let ack: u64 = 2 * t(fast.0, 64) + t(slow.0, 64) + 3 * 1_000_000;
+    assert_eq!(
+        one.ps(),
+        2 * t(fast.0, 548) + t(slow.0, 548) + 3 * 1_000_000 + ack
+    );
+    // Ten packets through a 10 G bottleneck: the bottleneck paces them.
+    let ten = ideal_fct(9_500, &[fast, slow, fast], &nic);
+    let expected = t(fast.0, 1048)
+        + 9 * t(slow.0, 1048)
+        + t(slow.0, 548)
+        + t(fast.0, 548)
+        + 3 * 1_000_000
+        + ack;
+    assert_eq!(ten.ps(), expected);
+}
+
+/// 16 hosts on two other leaves send 1.5 MB each to one host.
+fn incast_flows() -> Vec<FlowSpec> {
+    (8..24)
+        .map(|src| flow(src, 0, 1_500_000, Time::ZERO))
+        .collect()
+}
+
+#[test]
+fn incast_with_pfc_drops_nothing_and_pauses_upstream() {
+    let topo = leaf_spine(3, 2, 8);
+    let out = drain(&topo, line_rate_only(), incast_flows(), 1);
+    assert_lossless_and_conserved(&out);
+    // The receiver's leaf (node 24) paused the spines, and the spines paused the senders'
+    // leaves (nodes 25, 26), which paused the senders.
+    let sent_by = |node: u32| -> u64 {
+        out.ports
+            .iter()
+            .filter(|p| p.node == node)
+            .map(|p| p.pfc_pauses_sent)
+            .sum()
+    };
+    assert!(sent_by(24) > 0, "receiver's leaf pauses the spines");
+    assert!(
+        sent_by(27) + sent_by(28) > 0,
+        "spines pause the senders' leaves"
+    );
+    assert!(
+        sent_by(25) + sent_by(26) > 0,
+        "senders' leaves pause the senders"
+    );
+    let host_pauses: u64 = out
+        .ports
+        .iter()
+        .filter(|p| !p.is_switch)
+        .map(|p| p.pfc_pauses_received)
+        .sum();
+    assert!(host_pauses > 0);
+    let paused_time: u64 = out.ports.iter().map(|p| p.paused_time_ps).sum();
+    assert!(paused_time > 0);
+    assert!(out.flows.iter().any(|f| f.stalled));
+    // Every PAUSE is answered by a RESUME once the incast is over.
+    for p in &out.ports {
+        assert_eq!(p.pfc_pauses_sent, p.pfc_resumes_sent, "{p:?}");
+    }
+    // 24 MB of payload through one 100 Gbps link takes at least 1.92 ms.
+    let last = out
+        .flows
+        .iter()
+        .map(|f| f.finish_ps.unwrap())
+        .max()
+        .unwrap();
+    assert!(last > 1_920_000_000);
+}
+
+#[test]
+fn incast_without_pfc_drops_and_recovers_by_retransmission() {
+    let topo = leaf_spine(3, 2, 8);
+    // DCQCN (cutting the rate on the CNP every NACK carries) keeps lossy go-back-N out of
+    // congestion collapse; without congestion control 16 line-rate senders would livelock.
+    let mut cfg = FabricConfig::default();
+    cfg.switch.pfc.enabled = false;
+    let out = drain(&topo, cfg, incast_flows(), 1);
+    let s = &out.stats;
+    assert!(s.packets_dropped > 0, "lossy mode drops under incast");
+    assert_eq!(
+        s.flows_finished, s.flows_total,
+        "go-back-N recovers every flow"
+    );
+    let total: u64 = out.flows.iter().map(|f| f.size_bytes).sum();
+    assert_eq!(s.bytes_delivered, total);
+    assert_eq!(
+        s.payload_sent,
+        s.bytes_delivered + s.payload_dropped + s.payload_discarded
+    );
+    assert!(out.flows.iter().map(|f| f.retransmitted_bytes).sum::<u64>() > 0);
+    assert!(out.ports.iter().all(|p| p.pfc_pauses_sent == 0));
+    assert_eq!(out.buffered_bytes, 0);
+}
+
+#[test]
+fn spraying_reorders_and_go_back_n_retransmits_while_ecmp_does_not() {
+    let topo = leaf_spine(2, 4, 8);
+    // Eight cross-leaf flows and some same-time traffic to make the spine queues differ.
+    let flows: Vec<FlowSpec> = (0..8)
+        .map(|i| flow(i, 8 + i, 2_000_000, Time::from_ns(137 * i as u64)))
+        .collect();
+    let mut cfg = FabricConfig::default();
+    cfg.lb = LbConfig::Rps(RpsConfig {});
+    let sprayed = drain(&topo, cfg, flows.clone(), 3);
+    assert_lossless_and_conserved(&sprayed);
+    let sum = |out: &RunOutput, f: fn(&pfcsim_core::metrics::FlowRecord) -> u64| -> u64 {
+        out.flows.iter().map(f).sum()
+    };
+    assert!(sum(&sprayed, |f| f.ooo_arrivals) > 0, "spraying reorders");
+    assert!(
+        sum(&sprayed, |f| f.nacks_received as u64) > 0,
+        "gaps cause NACKs"
+    );
+    assert!(
+        sum(&sprayed, |f| f.retransmitted_bytes) > 0,
+        "NACKs cause go-back-N"
+    );
+    assert!(sprayed.flows.iter().all(|f| f.paths_used > 1));
+
+    let hashed = drain(&topo, FabricConfig::default(), flows, 3);
+    assert_lossless_and_conserved(&hashed);
+    assert_eq!(sum(&hashed, |f| f.ooo_arrivals), 0);
+    assert_eq!(sum(&hashed, |f| f.retransmitted_bytes), 0);
+    assert!(hashed.flows.iter().all(|f| f.paths_used == 1));
+}
+
+#[test]
+fn dcqcn_shares_a_bottleneck_fairly_and_holds_the_queue_near_the_ecn_band() {
+    // Hosts 0, 1, 2 on leaves 3, 4, 5; one spine (node 6). Two long flows into host 2: the
+    // bottleneck is the spine's port towards leaf 5.
+    let topo = leaf_spine(3, 1, 1);
+    let flows = vec![
+        flow(0, 2, 200_000_000, Time::ZERO),
+        flow(1, 2, 200_000_000, Time::ZERO),
+    ];
+    let cfg = FabricConfig {
+        cc: CcConfig::Dcqcn(DcqcnConfig::default()),
+        ..Default::default()
+    };
+    let run_until = |t: Time| {
+        let stop = StopRule {
+            at: t,
+            when_flows_done: false,
+        };
+        Simulation::new(&topo, cfg.clone(), flows.clone(), 1, stop)
+            .unwrap()
+            .run(&mut |_| {})
+    };
+    // Runs are deterministic, so the difference of two runs measures the window between.
+    let (t1, t2) = (Time::from_ms(5), Time::from_ms(10));
+    let a = run_until(t1);
+    let b = run_until(t2);
+    let window = (t2 - t1).as_secs_f64();
+    let rate = |i: usize| {
+        let acked = |o: &RunOutput| o.flows[i].packets_sent as f64 * 1000.0;
+        (acked(&b) - acked(&a)) * 8.0 / window
+    };
+    let (r0, r1) = (rate(0), rate(1));
+    let fair = 100e9 * 1000.0 / 1048.0 / 2.0;
+    for r in [r0, r1] {
+        assert!(
+            (r - fair).abs() < 0.1 * fair,
+            "rates {r0:.3e} {r1:.3e}, fair {fair:.3e}"
+        );
+    }
+    let port = |o: &RunOutput| {
+        o.ports
+            .iter()
+            .find(|p| p.node == 6 && p.peer == 5)
+            .unwrap()
+            .clone()
+    };
+    let mean_queue = (port(&b).mean_queue_bytes * t2.ps() as f64
+        - port(&a).mean_queue_bytes * t1.ps() as f64)
+        / (t2 - t1).ps() as f64;
+    assert!(
+        (20_000.0..400_000.0).contains(&mean_queue),
+        "mean queue {mean_queue:.0} B, ECN band 100-400 KB"
+    );
+    assert!(b.flows.iter().all(|f| f.cnps_received > 0));
+}
+
+#[test]
+fn same_seed_same_fingerprint_other_seed_other_fingerprint() {
+    let topo = leaf_spine(2, 4, 8);
+    let flows: Vec<FlowSpec> = (0..16)
+        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
+        .collect();
+    let cfg = FabricConfig {
+        lb: LbConfig::Rps(RpsConfig {}),
+        ..Default::default()
+    };
+    let run = |seed| drain(&topo, cfg.clone(), flows.clone(), seed);
+    let (a, b, c) = (run(7), run(7), run(8));
+    assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
+    assert_eq!(a.flows, b.flows);
+    assert_eq!(a.stats.events, b.stats.events);
+    assert_ne!(a.stats.fingerprint, c.stats.fingerprint);
+}
+
+#[test]
+fn two_simulations_in_one_process_do_not_interfere() {
+    let topo = leaf_spine(2, 4, 8);
+    let flows: Vec<FlowSpec> = (0..16)
+        .map(|i| flow(i, (i + 8) % 16, 200_000, Time::ZERO))
+        .collect();
+    let cfg = FabricConfig {
+        lb: LbConfig::Rps(RpsConfig {}),
+        ..Default::default()
+    };
+    let alone = drain(&topo, cfg.clone(), flows.clone(), 5)
+        .stats
+        .fingerprint;
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let (topo, cfg, flows) = (topo.clone(), cfg.clone(), flows.clone());
+            std::thread::spawn(move || drain(&topo, cfg, flows, 5).stats.fingerprint)
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), alone);
+    }
+}
