@@ -1,1 +1,177 @@
-fn main() {}
+//! `pfcsim`: run, validate and inspect pfcsim scenarios from the command line.
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use pfcsim_core::cdf::FlowSizeCdf;
+use pfcsim_core::lb::registry;
+use pfcsim_core::run::{run_scenario, summarize, write_run_dir};
+use pfcsim_core::spec::{Scenario, Spec, SpecError};
+use pfcsim_core::units::Time;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "pfcsim", version, about = "Packet-level simulator of lossless (PFC, RoCEv2) datacenter fabrics")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one scenario and write its results to a run folder.
+    Run {
+        /// The scenario spec (TOML).
+        spec: PathBuf,
+        /// Run folder (default: runs/<spec file name>).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        /// No progress bar.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Check a spec (and build its topology and traffic) without running it.
+    Validate { spec: PathBuf },
+    /// List the load-balancing schemes with their parameters and defaults.
+    Schemes,
+    /// List the shipped flow-size workloads with their mean flow size.
+    Workloads,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run { spec, out, quiet } => run(&spec, out, quiet),
+        Command::Validate { spec } => validate(&spec),
+        Command::Schemes => {
+            schemes();
+            Ok(())
+        }
+        Command::Workloads => {
+            workloads();
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<Scenario, SpecError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+        message: format!("cannot read {}: {e}", path.display()),
+    })?;
+    let spec = Spec::from_toml(&text, &path.display().to_string())?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    Scenario::prepare(spec, base)
+}
+
+fn validate(path: &Path) -> Result<(), String> {
+    let sc = load(path).map_err(|e| e.to_string())?;
+    println!(
+        "{}: valid; {} hosts, {} switches, {} flows, scheme {}",
+        path.display(),
+        sc.topology.hosts.len(),
+        sc.topology.nodes() - sc.topology.hosts.len(),
+        sc.flows.len(),
+        sc.spec.lb.name()
+    );
+    Ok(())
+}
+
+fn run(path: &Path, out: Option<PathBuf>, quiet: bool) -> Result<(), String> {
+    let sc = load(path).map_err(|e| e.to_string())?;
+    let out_dir = out.unwrap_or_else(|| {
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        PathBuf::from("runs").join(stem.as_ref())
+    });
+    let spec = sc.spec.clone();
+    let first = sc.flows.iter().map(|f| f.start).min().unwrap_or(Time::ZERO);
+    let last = sc.flows.iter().map(|f| f.start).max().unwrap_or(Time::ZERO);
+    eprintln!(
+        "{}: {} flows on {} hosts, scheme {}",
+        path.display(),
+        sc.flows.len(),
+        sc.topology.hosts.len(),
+        spec.lb.name()
+    );
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        // The bar covers the flow arrivals in simulated microseconds; after the last arrival
+        // the run drains the remaining flows.
+        let span = (last - first).ps() / 1_000_000;
+        let bar = ProgressBar::new(span.max(1));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% of arrivals  {msg}",
+            )
+            .expect("valid template"),
+        );
+        bar
+    };
+    let mut progress = |now: Time| {
+        let done = (now.saturating_sub(first)).ps() / 1_000_000;
+        bar.set_position(done.min(bar.length().unwrap_or(0)));
+        let phase = if now > last { "draining" } else { "arrivals" };
+        bar.set_message(format!("t = {:.3} ms ({phase})", now.as_secs_f64() * 1e3));
+    };
+    let output = run_scenario(sc, &mut progress).map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    let summary = summarize(&spec, &output);
+    write_run_dir(&out_dir, &spec, &output, &summary).map_err(|e| e.to_string())?;
+
+    let s = &output.stats;
+    println!("{}", summary.to_table());
+    let pauses: u64 = output.ports.iter().map(|p| p.pfc_pauses_sent).sum();
+    let retx: u64 = output.flows.iter().map(|f| f.retransmitted_bytes).sum();
+    let ooo: u64 = output.flows.iter().map(|f| f.ooo_arrivals).sum();
+    println!(
+        "flows finished {}/{}  PFC pauses {}  drops {}  retransmitted {} B  out-of-order arrivals {}",
+        s.flows_finished, s.flows_total, pauses, s.packets_dropped, retx, ooo
+    );
+    println!(
+        "simulated {:.3} ms in {:.2} s wall: {} events, {:.2} M events/s, peak memory {}",
+        s.end_ps as f64 / 1e9,
+        s.wall_seconds,
+        s.events,
+        s.events as f64 / s.wall_seconds / 1e6,
+        peak_memory().unwrap_or_else(|| "unknown".into())
+    );
+    println!("fingerprint {:016x}", s.fingerprint);
+    println!("results in {}", out_dir.display());
+    Ok(())
+}
+
+/// Peak resident memory of this process (Linux), e.g. "41.2 MB".
+fn peak_memory() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(format!("{:.1} MB", kb * 1024.0 / 1e6))
+}
+
+fn schemes() {
+    for (name, doc, defaults) in registry() {
+        println!("{name}: {doc}");
+        let table = toml::to_string(&defaults).unwrap_or_default();
+        for line in table.lines().filter(|l| !l.starts_with("scheme")) {
+            println!("    {line}");
+        }
+    }
+}
+
+fn workloads() {
+    for name in FlowSizeCdf::builtin_names() {
+        let cdf = FlowSizeCdf::builtin(name).expect("shipped workloads parse");
+        println!(
+            "{name:<22} mean {:>12.0} B   max {:>12} B",
+            cdf.mean(),
+            cdf.max_size()
+        );
+    }
+}

@@ -12,6 +12,9 @@ pub struct FlowRecord {
     pub source: &'static str,
     pub src: u32,
     pub dst: u32,
+    /// UDP ports of the queue pair (the entropy ECMP hashes on).
+    pub sport: u16,
+    pub dport: u16,
     pub priority: u8,
     pub size_bytes: u64,
     /// When the sender's NIC was handed the flow.
@@ -89,7 +92,7 @@ pub struct PortRecord {
 }
 
 /// Run-wide counters.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct RunStats {
     /// Events processed by the engine.
     pub events: u64,

@@ -77,6 +77,8 @@ fn flow_columns(rows: &[FlowRecord]) -> Columns<'_, FlowRecord> {
         .utf8("source", |f| f.source)
         .prim::<UInt32Type>("src", |f| f.src)
         .prim::<UInt32Type>("dst", |f| f.dst)
+        .prim::<UInt16Type>("sport", |f| f.sport)
+        .prim::<UInt16Type>("dport", |f| f.dport)
         .prim::<UInt8Type>("priority", |f| f.priority)
         .prim::<UInt64Type>("size_bytes", |f| f.size_bytes)
         .prim::<UInt64Type>("start_ps", |f| f.start_ps)
@@ -799,6 +801,8 @@ mod tests {
                 "source",
                 "src",
                 "dst",
+                "sport",
+                "dport",
                 "priority",
                 "size_bytes",
                 "start_ps",
@@ -880,7 +884,7 @@ mod tests {
         assert_eq!(groups, 1);
         assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 10);
         let schema = batches[0].schema();
-        assert_eq!(schema.fields().len(), 15);
+        assert_eq!(schema.fields().len(), 16);
         assert_eq!(
             schema.field_with_name("port").unwrap().data_type(),
             &DataType::UInt16

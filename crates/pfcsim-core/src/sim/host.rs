@@ -167,6 +167,8 @@ impl FlowState {
             source: s.source,
             src: s.src,
             dst: s.dst,
+            sport: self.sport,
+            dport: s.dport,
             priority: s.priority,
             size_bytes: s.size,
             start_ps: s.start.ps(),

@@ -381,7 +381,7 @@ impl Simulation {
                         index,
                         what,
                         node,
-                        hosts: describe_hosts(&topo.hosts),
+                        hosts: crate::traffic::describe_hosts(&topo.hosts),
                     });
                 }
             }
@@ -633,15 +633,6 @@ impl Simulation {
             live_packets: self.arena.live(),
             peak_packets: self.arena.high_water(),
         }
-    }
-}
-
-/// "0..=127" style description of host ids for error messages.
-fn describe_hosts(hosts: &[u32]) -> String {
-    let contiguous = hosts.windows(2).all(|w| w[1] == w[0] + 1);
-    match (hosts.first(), hosts.last()) {
-        (Some(a), Some(b)) if contiguous => format!("{a}..={b}"),
-        _ => format!("{} nodes that are not switches", hosts.len()),
     }
 }
 

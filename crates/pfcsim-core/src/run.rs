@@ -1,0 +1,78 @@
+//! Spec in, results out: the one-call path used by the CLI, the Python bindings and the
+//! benchmarks.
+//!
+//! A run folder holds `spec.toml` (the resolved spec, every default filled in),
+//! `flows.parquet`, `ports.parquet`, `summary.parquet`, `stats.json` (run-wide counters and the
+//! fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
+//! simulators, for side-by-side comparisons).
+
+use crate::metrics::RunStats;
+use crate::output::{
+    write_flows_parquet, write_ports_parquet, write_summary_parquet, OutputError, SizeBuckets,
+    Summary,
+};
+use crate::sim::{RunOutput, Simulation};
+use crate::spec::{Scenario, Spec, SpecError};
+use crate::units::Time;
+use std::path::Path;
+
+/// Sets up the simulation of a prepared scenario (catching what only the full fabric
+/// reveals, such as a buffer smaller than its headroom) and runs it.
+pub fn run_scenario(sc: Scenario, progress: &mut dyn FnMut(Time)) -> Result<RunOutput, SpecError> {
+    let sim = Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop)
+        .map_err(|e| SpecError {
+            message: e.to_string(),
+        })?;
+    Ok(sim.run(progress))
+}
+
+/// The summary of a run with the spec's size buckets.
+pub fn summarize(spec: &Spec, out: &RunOutput) -> Summary {
+    let buckets = SizeBuckets(spec.run.size_buckets.iter().map(|b| b.0).collect());
+    Summary::compute(&out.flows, &buckets)
+}
+
+/// Writes the run folder `dir` (created if needed).
+pub fn write_run_dir(
+    dir: &Path,
+    spec: &Spec,
+    out: &RunOutput,
+    summary: &Summary,
+) -> Result<(), OutputError> {
+    let io = |path: &Path, source| OutputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let spec_path = dir.join("spec.toml");
+    std::fs::write(&spec_path, spec.resolved_toml()).map_err(|e| io(&spec_path, e))?;
+    write_flows_parquet(&dir.join("flows.parquet"), &out.flows)?;
+    write_ports_parquet(&dir.join("ports.parquet"), &out.ports)?;
+    write_summary_parquet(&dir.join("summary.parquet"), summary)?;
+    let stats_path = dir.join("stats.json");
+    std::fs::write(&stats_path, stats_json(&out.stats)).map_err(|e| io(&stats_path, e))?;
+    let fct_path = dir.join("fct.txt");
+    let mut fct = String::new();
+    for f in &out.flows {
+        if let Some(fct_ps) = f.fct_ps {
+            crate::ns3::write_fct_line(
+                &mut fct,
+                f.src,
+                f.dst,
+                f.sport,
+                f.dport,
+                f.size_bytes,
+                f.start_ps / 1000,
+                fct_ps / 1000,
+                f.ideal_fct_ps / 1000,
+            );
+        }
+    }
+    std::fs::write(&fct_path, fct).map_err(|e| io(&fct_path, e))?;
+    Ok(())
+}
+
+/// Run-wide counters as JSON.
+pub fn stats_json(s: &RunStats) -> String {
+    serde_json::to_string_pretty(s).expect("stats always serialize")
+}

@@ -1,0 +1,559 @@
+//! The scenario format: a TOML document (or the same structure from Python) describing the
+//! topology, the fabric's parameters, the load balancer and the traffic of one run.
+//!
+//! Reading a spec rejects, before anything runs: unknown keys (with the valid ones listed),
+//! values without or with wrong units, impossible values, unknown schemes and workloads.
+//! Every message starts with the key path of the offending value. [`Spec::resolved_toml`]
+//! gives the spec with every default filled in; it is saved next to every result.
+
+use crate::cdf::FlowSizeCdf;
+use crate::dcqcn::DcqcnConfig;
+use crate::lb::LbConfig;
+use crate::ns3;
+use crate::sim::{CcConfig, FabricConfig, FlowSpec, NicConfig, StopRule, SwitchConfig};
+use crate::topology::{LeafSpine, Topology};
+use crate::traffic::{TrafficContext, TrafficSpec};
+use crate::units::{Bytes, Rate, Time};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A problem with a spec, found before any simulation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct SpecError {
+    pub message: String,
+}
+
+fn err<T>(message: impl Into<String>) -> Result<T, SpecError> {
+    Err(SpecError {
+        message: message.into(),
+    })
+}
+
+/// One run, as written in a spec file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Free-form name of the scenario.
+    #[serde(default)]
+    pub name: String,
+    /// Seed of every random choice (topology degradation, traffic, ECN, load balancers).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    pub topology: TopologySpec,
+    #[serde(default)]
+    pub switch: SwitchConfig,
+    #[serde(default)]
+    pub nic: NicConfig,
+    #[serde(default)]
+    pub cc: CcConfig,
+    #[serde(default)]
+    pub lb: LbConfig,
+    pub traffic: Vec<TrafficSpec>,
+    #[serde(default)]
+    pub run: RunSpec,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// `[run]`: when to stop and how to summarize.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSpec {
+    /// Hard stop in simulated time. Unset: 1 s after the last flow starts.
+    pub stop_at: Option<Time>,
+    /// Stop as soon as every flow has finished.
+    pub stop_when_done: bool,
+    /// Upper bounds of the flow-size buckets of the summary.
+    pub size_buckets: Vec<Bytes>,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            stop_at: None,
+            stop_when_done: true,
+            size_buckets: vec![
+                Bytes(10_000),
+                Bytes(100_000),
+                Bytes(1_000_000),
+                Bytes(10_000_000),
+            ],
+        }
+    }
+}
+
+/// A link's rate and propagation delay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    pub rate: Rate,
+    pub delay: Time,
+}
+
+/// Fabric-link parameters of a leaf-spine: the rate may instead follow from
+/// `oversubscription`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricLinkSpec {
+    pub rate: Option<Rate>,
+    pub delay: Time,
+}
+
+/// One leaf-spine link with other parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkOverride {
+    pub leaf: u32,
+    pub spine: u32,
+    pub rate: Option<Rate>,
+    pub delay: Option<Time>,
+}
+
+/// Degrade a random fraction of the leaf-spine links (chosen by the seed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Degrade {
+    pub fraction: f64,
+    pub rate: Rate,
+}
+
+/// `[topology]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TopologySpec {
+    LeafSpine {
+        leaves: u32,
+        spines: u32,
+        hosts_per_leaf: u32,
+        host_link: LinkSpec,
+        fabric_link: FabricLinkSpec,
+        /// Host capacity of a leaf over its uplink capacity; sets the fabric rate when
+        /// `fabric_link.rate` is not given.
+        oversubscription: Option<f64>,
+        #[serde(default)]
+        overrides: Vec<LinkOverride>,
+        degrade: Option<Degrade>,
+    },
+    FatTree {
+        k: u32,
+        host_link: LinkSpec,
+        fabric_link: LinkSpec,
+    },
+    /// A topology file of the ns-3 RDMA simulators (relative to the spec file).
+    Ns3File { path: String },
+}
+
+impl Spec {
+    /// Reads and validates a spec from TOML text. `origin` names it in messages.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Spec, SpecError> {
+        let de = toml::Deserializer::new(text);
+        let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.message().to_string();
+            let location = inner
+                .span()
+                .map(|s| {
+                    let line = text[..s.start].matches('\n').count() + 1;
+                    format!(" (line {line})")
+                })
+                .unwrap_or_default();
+            let msg = msg.trim_end().to_string();
+            SpecError {
+                message: if path == "." || path.is_empty() {
+                    format!("{origin}{location}: {msg}")
+                } else {
+                    format!("{origin}{location}: {path}: {msg}")
+                },
+            }
+        })?;
+        spec.validate().map_err(|e| SpecError {
+            message: format!("{origin}: {}", e.message),
+        })?;
+        Ok(spec)
+    }
+
+    /// The spec with every default written out.
+    pub fn resolved_toml(&self) -> String {
+        toml::to_string(self).expect("a spec always serializes")
+    }
+
+    /// Checks the values that the types alone cannot.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        match &self.topology {
+            TopologySpec::LeafSpine {
+                leaves,
+                spines,
+                hosts_per_leaf,
+                fabric_link,
+                oversubscription,
+                overrides,
+                degrade,
+                ..
+            } => {
+                for (key, v) in [
+                    ("leaves", leaves),
+                    ("spines", spines),
+                    ("hosts_per_leaf", hosts_per_leaf),
+                ] {
+                    if *v == 0 {
+                        return err(format!("topology.{key}: must be at least 1"));
+                    }
+                }
+                if leaves * hosts_per_leaf < 2 {
+                    return err("topology: a fabric needs at least 2 hosts; raise leaves or hosts_per_leaf");
+                }
+                match (fabric_link.rate, oversubscription) {
+                    (None, None) => {
+                        return err("topology.fabric_link.rate: missing; give the leaf-spine link rate (e.g. \"100Gbps\") or topology.oversubscription")
+                    }
+                    (Some(_), Some(_)) => {
+                        return err("topology.oversubscription: give either it or topology.fabric_link.rate, not both")
+                    }
+                    (None, Some(os)) if !(*os > 0.0 && os.is_finite()) => {
+                        return err(format!(
+                            "topology.oversubscription: {os} is not a positive ratio (e.g. 2.0 for 2:1)"
+                        ))
+                    }
+                    _ => {}
+                }
+                for (i, o) in overrides.iter().enumerate() {
+                    if o.leaf >= *leaves {
+                        return err(format!(
+                            "topology.overrides[{i}].leaf: {} is out of range; leaves are 0..{}",
+                            o.leaf, leaves
+                        ));
+                    }
+                    if o.spine >= *spines {
+                        return err(format!(
+                            "topology.overrides[{i}].spine: {} is out of range; spines are 0..{}",
+                            o.spine, spines
+                        ));
+                    }
+                }
+                if let Some(d) = degrade {
+                    if !(0.0..=1.0).contains(&d.fraction) {
+                        return err(format!(
+                            "topology.degrade.fraction: {} is not a fraction; use a value in [0, 1]",
+                            d.fraction
+                        ));
+                    }
+                }
+            }
+            TopologySpec::FatTree { k, .. } => {
+                if *k < 2 || k % 2 != 0 {
+                    return err(format!(
+                        "topology.k: {k} is not valid; a k-ary fat-tree needs an even k >= 2"
+                    ));
+                }
+            }
+            TopologySpec::Ns3File { .. } => {}
+        }
+        let sw = &self.switch;
+        if sw.buffer.0 == 0 {
+            return err("switch.buffer: must be above 0 (e.g. \"9MB\")");
+        }
+        if !(sw.pfc.alpha > 0.0 && sw.pfc.alpha.is_finite()) {
+            return err(format!(
+                "switch.pfc.alpha: {} is not valid; use a positive factor (e.g. 0.0625)",
+                sw.pfc.alpha
+            ));
+        }
+        if sw.pfc.static_threshold == Some(Bytes(0)) {
+            return err("switch.pfc.static_threshold: must be above 0, or left out for the dynamic threshold");
+        }
+        let check_red = |key: &str, kmin: Bytes, kmax: Bytes, pmax: f64| {
+            if kmin > kmax {
+                return err(format!(
+                    "{key}: kmin ({kmin}) is above kmax ({kmax}); kmin must be <= kmax"
+                ));
+            }
+            if !(0.0..=1.0).contains(&pmax) {
+                return err(format!(
+                    "{key}.pmax: {pmax} is not a probability; use a value in [0, 1]"
+                ));
+            }
+            Ok(())
+        };
+        check_red("switch.ecn", sw.ecn.kmin, sw.ecn.kmax, sw.ecn.pmax)?;
+        for (i, o) in sw.ecn.per_rate.iter().enumerate() {
+            check_red(&format!("switch.ecn.per_rate[{i}]"), o.kmin, o.kmax, o.pmax)?;
+        }
+        let nic = &self.nic;
+        if nic.payload.0 == 0 {
+            return err("nic.payload: must be above 0 (e.g. \"1000B\")");
+        }
+        if nic.ack_interval == 0 {
+            return err("nic.ack_interval: must be at least 1 (ACK every N packets)");
+        }
+        if nic.control_bytes == 0 {
+            return err("nic.control_bytes: must be above 0 (e.g. 64)");
+        }
+        if let CcConfig::Dcqcn(d) = &self.cc {
+            validate_dcqcn(d)?;
+        }
+        if self.traffic.is_empty() {
+            return err("traffic: no traffic generator; add at least one [[traffic]] table");
+        }
+        let b = &self.run.size_buckets;
+        if b.windows(2).any(|w| w[0] >= w[1]) {
+            return err("run.size_buckets: bounds must increase (e.g. [\"10KB\", \"100KB\", \"1MB\"])");
+        }
+        Ok(())
+    }
+}
+
+fn validate_dcqcn(d: &DcqcnConfig) -> Result<(), SpecError> {
+    if !(d.g > 0.0 && d.g <= 1.0) {
+        return err(format!(
+            "cc.g: {} is not valid; the alpha gain must be in (0, 1] (e.g. 0.00390625)",
+            d.g
+        ));
+    }
+    for (key, t) in [
+        ("alpha_interval", d.alpha_interval),
+        ("decrease_interval", d.decrease_interval),
+        ("increase_interval", d.increase_interval),
+    ] {
+        if t == Time::ZERO {
+            return err(format!("cc.{key}: must be above 0 (e.g. \"4us\")"));
+        }
+    }
+    if !(d.rate_on_first_cnp > 0.0 && d.rate_on_first_cnp <= 1.0) {
+        return err(format!(
+            "cc.rate_on_first_cnp: {} is not valid; use a factor in (0, 1]",
+            d.rate_on_first_cnp
+        ));
+    }
+    Ok(())
+}
+
+/// A spec turned into everything the simulator needs.
+pub struct Scenario {
+    pub spec: Spec,
+    pub topology: Topology,
+    pub flows: Vec<FlowSpec>,
+    pub fabric: FabricConfig,
+    pub stop: StopRule,
+}
+
+impl Scenario {
+    /// Builds the topology and the traffic. Relative paths are resolved against `base_dir`
+    /// (the spec file's folder).
+    pub fn prepare(spec: Spec, base_dir: &Path) -> Result<Scenario, SpecError> {
+        let resolve = |p: &str| -> PathBuf {
+            let path = Path::new(p);
+            if path.is_absolute() {
+                path.to_path_buf()
+            } else {
+                base_dir.join(path)
+            }
+        };
+        let read = |p: &str| -> Result<String, String> {
+            let full = resolve(p);
+            std::fs::read_to_string(&full)
+                .map_err(|e| format!("cannot read {}: {e}", full.display()))
+        };
+        let topology = build_topology(&spec, &read)?;
+        let load_cdf = |name: &str| -> Result<FlowSizeCdf, String> {
+            if let Some(c) = FlowSizeCdf::builtin(name) {
+                return Ok(c);
+            }
+            if !name.contains('/') && !name.ends_with(".cdf") {
+                return Err(format!(
+                    "'{name}' is not a shipped workload ({}) nor a path to a .cdf file",
+                    FlowSizeCdf::builtin_names().join(", ")
+                ));
+            }
+            let text = read(name)?;
+            FlowSizeCdf::parse(name, &text).map_err(|e| format!("{name}: {e}"))
+        };
+        let ctx = TrafficContext {
+            topo: &topology,
+            seed: spec.seed,
+            load_cdf: &load_cdf,
+            read_file: &read,
+        };
+        let mut flows = Vec::new();
+        for (i, t) in spec.traffic.iter().enumerate() {
+            flows.extend(
+                t.generate(i, &ctx)
+                    .map_err(|e| SpecError { message: e.0 })?,
+            );
+        }
+        if flows.is_empty() {
+            return err("traffic: the generators made no flow (is a duration or a count zero?)");
+        }
+        let last_start = flows.iter().map(|f| f.start).max().unwrap_or(Time::ZERO);
+        let stop = StopRule {
+            at: spec
+                .run
+                .stop_at
+                .unwrap_or(last_start + Time::from_ms(1_000)),
+            when_flows_done: spec.run.stop_when_done,
+        };
+        let fabric = FabricConfig {
+            switch: spec.switch.clone(),
+            nic: spec.nic.clone(),
+            cc: spec.cc.clone(),
+            lb: spec.lb.clone(),
+        };
+        Ok(Scenario {
+            spec,
+            topology,
+            flows,
+            fabric,
+            stop,
+        })
+    }
+}
+
+fn build_topology(
+    spec: &Spec,
+    read: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<Topology, SpecError> {
+    match &spec.topology {
+        TopologySpec::LeafSpine {
+            leaves,
+            spines,
+            hosts_per_leaf,
+            host_link,
+            fabric_link,
+            oversubscription,
+            overrides,
+            degrade,
+        } => {
+            let fabric_rate = match (fabric_link.rate, oversubscription) {
+                (Some(r), _) => r,
+                (None, Some(os)) => {
+                    let bps = (*hosts_per_leaf as f64 * host_link.rate.bps() as f64)
+                        / (*spines as f64 * os);
+                    if bps < 1.0 {
+                        return err("topology.oversubscription: gives a fabric rate below 1 bit/s");
+                    }
+                    Rate(bps.round() as u64)
+                }
+                (None, None) => unreachable!("validated"),
+            };
+            Ok(Topology::leaf_spine(&LeafSpine {
+                leaves: *leaves,
+                spines: *spines,
+                hosts_per_leaf: *hosts_per_leaf,
+                host_rate: host_link.rate,
+                host_delay: host_link.delay,
+                fabric_rate,
+                fabric_delay: fabric_link.delay,
+                overrides: overrides
+                    .iter()
+                    .map(|o| (o.leaf, o.spine, o.rate, o.delay))
+                    .collect(),
+                degrade: degrade.as_ref().map(|d| (d.fraction, d.rate)),
+                seed: spec.seed,
+            }))
+        }
+        TopologySpec::FatTree {
+            k,
+            host_link,
+            fabric_link,
+        } => Ok(Topology::fat_tree(
+            *k,
+            (host_link.rate, host_link.delay),
+            (fabric_link.rate, fabric_link.delay),
+        )),
+        TopologySpec::Ns3File { path } => {
+            let text = read(path).map_err(|e| SpecError {
+                message: format!("topology.path: {e}"),
+            })?;
+            let t = ns3::parse_topology(&text).map_err(|e| SpecError {
+                message: format!("topology.path: {path}: {e}"),
+            })?;
+            if let Some(l) = t.links.iter().find(|l| l.error_rate != 0.0) {
+                return err(format!(
+                    "topology.path: {path}: link {}-{} has error rate {}; random link errors are not modelled, set it to 0",
+                    l.a, l.b, l.error_rate
+                ));
+            }
+            Topology::from_ns3(&t).map_err(|e| SpecError {
+                message: format!("topology.path: {path}: {e}"),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        [topology]
+        kind = "leaf_spine"
+        leaves = 2
+        spines = 2
+        hosts_per_leaf = 4
+        host_link = { rate = "100Gbps", delay = "1us" }
+        fabric_link = { rate = "100Gbps", delay = "1us" }
+
+        [[traffic]]
+        kind = "poisson"
+        cdf = "web_search"
+        load = 0.3
+        duration = "1ms"
+    "#;
+
+    fn error_of(text: &str) -> String {
+        Spec::from_toml(text, "s.toml").unwrap_err().message
+    }
+
+    #[test]
+    fn minimal_spec_resolves_with_every_default() {
+        let spec = Spec::from_toml(MINIMAL, "s.toml").unwrap();
+        let resolved = spec.resolved_toml();
+        for key in ["buffer = \"9MB\"", "alpha = 0.0625", "scheme = \"ecmp\"", "kind = \"dcqcn\""] {
+            assert!(resolved.contains(key), "{key} missing in:\n{resolved}");
+        }
+        // The resolved spec reads back to the same spec.
+        assert_eq!(Spec::from_toml(&resolved, "r.toml").unwrap(), spec);
+    }
+
+    #[test]
+    fn unknown_keys_name_the_path_and_the_valid_keys() {
+        let e = error_of(&format!("{MINIMAL}\n[switch]\nbufer = \"9MB\"\n"));
+        assert_eq!(
+            e,
+            "s.toml (line 17): switch.bufer: unknown field `bufer`, expected one of `buffer`, `control_strict_priority`, `pfc`, `ecn`"
+        );
+    }
+
+    #[test]
+    fn units_are_checked_with_the_key_path() {
+        let e = error_of(&format!("{MINIMAL}\n[switch]\nbuffer = \"9\"\n"));
+        assert!(e.contains("switch.buffer: '9' has no size unit"), "{e}");
+        let e = error_of(&format!("{MINIMAL}\n[nic]\nrto = 4\n"));
+        assert!(e.contains("nic.rto: 4 has no unit"), "{e}");
+    }
+
+    #[test]
+    fn impossible_values_are_rejected() {
+        let e = error_of(&format!("{MINIMAL}\n[switch.ecn]\nkmin = \"500KB\"\n"));
+        assert_eq!(
+            e,
+            "s.toml: switch.ecn: kmin (500KB) is above kmax (400KB); kmin must be <= kmax"
+        );
+        let e = error_of(&MINIMAL.replace("scheme", "x").replace("[[traffic]]", "[lb]\nscheme = \"magic\"\n[[traffic]]"));
+        assert!(e.ends_with("lb.scheme: unknown variant `magic`, expected `ecmp` or `rps`"), "{e}");
+    }
+
+    #[test]
+    fn prepare_builds_topology_and_flows() {
+        let spec = Spec::from_toml(MINIMAL, "s.toml").unwrap();
+        let sc = Scenario::prepare(spec, Path::new(".")).unwrap();
+        assert_eq!(sc.topology.hosts.len(), 8);
+        assert!(!sc.flows.is_empty());
+        let bad = Spec::from_toml(&MINIMAL.replace("web_search", "nope"), "s.toml").unwrap();
+        let e = Scenario::prepare(bad, Path::new(".")).err().unwrap().message;
+        assert!(e.starts_with("traffic[0].cdf: 'nope' is not a shipped workload (alistorage, "), "{e}");
+    }
+}

@@ -1,0 +1,503 @@
+//! Traffic: the flows a run simulates, made by the generators of a spec's `[[traffic]]`
+//! tables.
+//!
+//! * `poisson`: flows arrive as one Poisson process over the whole fabric; each picks a
+//!   source uniformly among the hosts and a destination uniformly among the other hosts (or
+//!   the hosts under other ToRs with `cross_tor_only`), and a size from a flow-size CDF.
+//!   **Load** is the offered payload rate divided by a capacity: with `load_of = "host"` the
+//!   sum of host-link rates, with `load_of = "core"` the sum of ToR-uplink rates (the fabric
+//!   core, as in the ConWeave scripts). At 2:1 oversubscription, core load 0.5 is host load
+//!   0.25. The arrival rate is `load x capacity / (8 x mean flow size)`.
+//! * `incast`: `senders` hosts (random, never the receiver) each send `total_size / senders`
+//!   bytes to one receiver at the same instant, repeated `repeat` times every `period`.
+//! * `background`: long flows between given host pairs.
+//! * `scripted`: flows listed one by one.
+//! * `flow_file`: the flow list of an ns-3 RDMA simulator (see `ns3.rs`), start times as in
+//!   the file.
+//!
+//! Every random choice comes from the traffic RNG stream of generator `i` (its position in
+//! the spec), so adding a generator does not change the flows of the others.
+
+use crate::cdf::FlowSizeCdf;
+use crate::engine::{rng_stream, StreamKind};
+use crate::sim::FlowSpec;
+use crate::topology::Topology;
+use crate::units::{Bytes, Time};
+use rand::seq::SliceRandom;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// Which capacity a Poisson generator's load is a fraction of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadOf {
+    /// Sum of the host links' rates.
+    Host,
+    /// Sum of the ToR uplinks' rates (the fabric core).
+    Core,
+}
+
+/// One `[[traffic]]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TrafficSpec {
+    Poisson(PoissonSpec),
+    Incast(IncastSpec),
+    Background(BackgroundSpec),
+    Scripted(ScriptedSpec),
+    FlowFile(FlowFileSpec),
+}
+
+fn default_priority() -> u8 {
+    3
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoissonSpec {
+    /// A shipped workload name (`pfcsim workloads` lists them) or a path to a CDF file.
+    pub cdf: String,
+    /// Offered load, strictly between 0 and 1.
+    pub load: f64,
+    #[serde(default = "default_load_of")]
+    pub load_of: LoadOf,
+    /// First possible arrival.
+    #[serde(default)]
+    pub start: Time,
+    /// Arrivals happen in `[start, start + duration)`.
+    pub duration: Time,
+    /// Destinations only under another ToR than the source.
+    #[serde(default)]
+    pub cross_tor_only: bool,
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+}
+
+fn default_load_of() -> LoadOf {
+    LoadOf::Host
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncastSpec {
+    /// Receiving host (node id).
+    pub receiver: u32,
+    /// Number of senders, drawn at random among the other hosts at each repetition.
+    pub senders: u32,
+    /// Bytes of one incast, split evenly over the senders.
+    pub total_size: Bytes,
+    #[serde(default)]
+    pub start: Time,
+    /// Time between repetitions.
+    #[serde(default)]
+    pub period: Time,
+    #[serde(default = "one")]
+    pub repeat: u32,
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackgroundSpec {
+    /// `[src, dst]` host pairs, one long flow each.
+    pub pairs: Vec<[u32; 2]>,
+    pub size: Bytes,
+    #[serde(default)]
+    pub start: Time,
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedSpec {
+    pub flows: Vec<ScriptedFlow>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedFlow {
+    pub src: u32,
+    pub dst: u32,
+    pub size: Bytes,
+    #[serde(default)]
+    pub start: Time,
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowFileSpec {
+    /// Path of the flow file (relative paths are relative to the spec file).
+    pub path: String,
+}
+
+/// A problem with a traffic generator, found before the run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct TrafficError(pub String);
+
+/// Everything a generator needs besides its own spec.
+pub struct TrafficContext<'a> {
+    pub topo: &'a Topology,
+    pub seed: u64,
+    /// Resolves `cdf` names and paths.
+    pub load_cdf: &'a dyn Fn(&str) -> Result<FlowSizeCdf, String>,
+    /// Reads a flow file.
+    pub read_file: &'a dyn Fn(&str) -> Result<String, String>,
+}
+
+impl TrafficSpec {
+    /// The flows of generator number `index` (its position among the spec's generators).
+    pub fn generate(
+        &self,
+        index: usize,
+        ctx: &TrafficContext,
+    ) -> Result<Vec<FlowSpec>, TrafficError> {
+        let key = format!("traffic[{index}]");
+        let mut rng = rng_stream(ctx.seed, StreamKind::Traffic, index as u64);
+        let topo = ctx.topo;
+        let check_host = |field: &str, node: u32| -> Result<(), TrafficError> {
+            if (node as usize) < topo.nodes() && !topo.is_switch[node as usize] {
+                Ok(())
+            } else {
+                Err(TrafficError(format!(
+                    "{key}.{field}: {node} is not a host of the topology; hosts are {}",
+                    describe_hosts(&topo.hosts)
+                )))
+            }
+        };
+        let check_priority = |field: &str, p: u8| -> Result<(), TrafficError> {
+            if (1..=7).contains(&p) {
+                Ok(())
+            } else {
+                Err(TrafficError(format!(
+                    "{key}.{field}: priority {p} is out of range; use 1..=7 (0 is the control class)"
+                )))
+            }
+        };
+        let flow = |src, dst, size, start, priority, source| FlowSpec {
+            src,
+            dst,
+            size,
+            start,
+            priority,
+            dport: 100,
+            source,
+        };
+        match self {
+            TrafficSpec::Poisson(p) => {
+                check_priority("priority", p.priority)?;
+                if !(p.load > 0.0 && p.load < 1.0) {
+                    return Err(TrafficError(format!(
+                        "{key}.load: {} is not a valid load; give a fraction strictly between 0 and 1 (e.g. 0.5)",
+                        p.load
+                    )));
+                }
+                let cdf = (ctx.load_cdf)(&p.cdf)
+                    .map_err(|e| TrafficError(format!("{key}.cdf: {e}")))?;
+                let capacity = match p.load_of {
+                    LoadOf::Host => topo.host_capacity_bps(),
+                    LoadOf::Core => topo.core_capacity_bps(),
+                } as f64;
+                if capacity == 0.0 {
+                    return Err(TrafficError(format!(
+                        "{key}.load_of: the topology has no core links (every host is under one switch); use load_of = \"host\""
+                    )));
+                }
+                let per_second = p.load * capacity / (8.0 * cdf.mean());
+                let mean_gap_ps = 1e12 / per_second;
+                let hosts = &topo.hosts;
+                let end = p.start + p.duration;
+                let mut t = p.start.ps() as f64;
+                let mut flows = Vec::new();
+                loop {
+                    // Exponential inter-arrival time.
+                    let u: f64 = rng.gen();
+                    t += -mean_gap_ps * (1.0 - u).ln();
+                    if t >= end.ps() as f64 {
+                        break;
+                    }
+                    let src = *hosts.choose(&mut rng).expect("at least two hosts");
+                    let dst = loop {
+                        let d = *hosts.choose(&mut rng).expect("at least two hosts");
+                        let same_tor = topo.tor_of[d as usize] == topo.tor_of[src as usize];
+                        if d != src && !(p.cross_tor_only && same_tor) {
+                            break d;
+                        }
+                    };
+                    let size = cdf.sample(rng.gen());
+                    flows.push(flow(src, dst, size, Time(t as u64), p.priority, "poisson"));
+                }
+                if p.cross_tor_only {
+                    let tors: std::collections::BTreeSet<u32> =
+                        hosts.iter().map(|&h| topo.tor_of[h as usize]).collect();
+                    if tors.len() < 2 {
+                        return Err(TrafficError(format!(
+                            "{key}.cross_tor_only: every host is under one switch, so no flow can cross ToRs; set it to false"
+                        )));
+                    }
+                }
+                Ok(flows)
+            }
+            TrafficSpec::Incast(s) => {
+                check_host("receiver", s.receiver)?;
+                check_priority("priority", s.priority)?;
+                let others: Vec<u32> = topo
+                    .hosts
+                    .iter()
+                    .copied()
+                    .filter(|&h| h != s.receiver)
+                    .collect();
+                if s.senders == 0 || s.senders as usize > others.len() {
+                    return Err(TrafficError(format!(
+                        "{key}.senders: {} senders asked for, but there are {} hosts besides the receiver; use 1..={}",
+                        s.senders,
+                        others.len(),
+                        others.len()
+                    )));
+                }
+                let each = s.total_size.0 / s.senders as u64;
+                if each == 0 {
+                    return Err(TrafficError(format!(
+                        "{key}.total_size: {} split over {} senders is less than a byte each",
+                        s.total_size, s.senders
+                    )));
+                }
+                if s.repeat > 1 && s.period == Time::ZERO {
+                    return Err(TrafficError(format!(
+                        "{key}.period: repeat = {} needs a period greater than 0 (e.g. \"500us\")",
+                        s.repeat
+                    )));
+                }
+                let mut flows = Vec::new();
+                for r in 0..s.repeat as u64 {
+                    let start = Time(s.start.ps() + r * s.period.ps());
+                    for &src in others.choose_multiple(&mut rng, s.senders as usize) {
+                        flows.push(flow(src, s.receiver, each, start, s.priority, "incast"));
+                    }
+                }
+                Ok(flows)
+            }
+            TrafficSpec::Background(b) => {
+                check_priority("priority", b.priority)?;
+                if b.size.0 == 0 {
+                    return Err(TrafficError(format!(
+                        "{key}.size: background flows need a size above 0 (e.g. \"100MB\")"
+                    )));
+                }
+                let mut flows = Vec::new();
+                for (i, &[src, dst]) in b.pairs.iter().enumerate() {
+                    check_host(&format!("pairs[{i}][0]"), src)?;
+                    check_host(&format!("pairs[{i}][1]"), dst)?;
+                    if src == dst {
+                        return Err(TrafficError(format!(
+                            "{key}.pairs[{i}]: source and destination are both {src}"
+                        )));
+                    }
+                    flows.push(flow(src, dst, b.size.0, b.start, b.priority, "background"));
+                }
+                Ok(flows)
+            }
+            TrafficSpec::Scripted(s) => {
+                let mut flows = Vec::new();
+                for (i, f) in s.flows.iter().enumerate() {
+                    check_host(&format!("flows[{i}].src"), f.src)?;
+                    check_host(&format!("flows[{i}].dst"), f.dst)?;
+                    check_priority(&format!("flows[{i}].priority"), f.priority)?;
+                    if f.src == f.dst {
+                        return Err(TrafficError(format!(
+                            "{key}.flows[{i}]: source and destination are both {}",
+                            f.src
+                        )));
+                    }
+                    if f.size.0 == 0 {
+                        return Err(TrafficError(format!(
+                            "{key}.flows[{i}].size: a flow needs at least one byte"
+                        )));
+                    }
+                    flows.push(flow(f.src, f.dst, f.size.0, f.start, f.priority, "scripted"));
+                }
+                Ok(flows)
+            }
+            TrafficSpec::FlowFile(f) => {
+                let text = (ctx.read_file)(&f.path)
+                    .map_err(|e| TrafficError(format!("{key}.path: {e}")))?;
+                let parsed = crate::ns3::parse_flows(&text)
+                    .map_err(|e| TrafficError(format!("{key}.path: {}: {e}", f.path)))?;
+                let mut flows = Vec::with_capacity(parsed.len());
+                for (i, fl) in parsed.iter().enumerate() {
+                    for (what, node) in [("source", fl.src), ("destination", fl.dst)] {
+                        if (node as usize) >= topo.nodes() || topo.is_switch[node as usize] {
+                            return Err(TrafficError(format!(
+                                "{key}.path: {}: flow {} (line {}): {what} {node} is not a host of the topology; hosts are {}",
+                                f.path,
+                                i,
+                                i + 2,
+                                describe_hosts(&topo.hosts)
+                            )));
+                        }
+                    }
+                    if !(1..=7).contains(&fl.priority) {
+                        return Err(TrafficError(format!(
+                            "{key}.path: {}: flow {} (line {}): priority {} is out of range; use 1..=7",
+                            f.path,
+                            i,
+                            i + 2,
+                            fl.priority
+                        )));
+                    }
+                    flows.push(FlowSpec {
+                        src: fl.src,
+                        dst: fl.dst,
+                        size: fl.size_bytes,
+                        start: fl.start,
+                        priority: fl.priority,
+                        dport: fl.dport.unwrap_or(100),
+                        source: "flow_file",
+                    });
+                }
+                Ok(flows)
+            }
+        }
+    }
+}
+
+/// "0..=127" style description of host ids for messages.
+pub fn describe_hosts(hosts: &[u32]) -> String {
+    let contiguous = hosts.windows(2).all(|w| w[1] == w[0] + 1);
+    match (hosts.first(), hosts.last()) {
+        (Some(a), Some(b)) if contiguous => format!("{a}..={b}"),
+        _ => format!("the {} nodes that are not switches", hosts.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::LeafSpine;
+    use crate::units::Rate;
+
+    fn topo() -> Topology {
+        Topology::leaf_spine(&LeafSpine {
+            leaves: 8,
+            spines: 8,
+            hosts_per_leaf: 16,
+            host_rate: Rate::gbps(100),
+            host_delay: Time::from_us(1),
+            fabric_rate: Rate::gbps(100),
+            fabric_delay: Time::from_us(1),
+            overrides: vec![],
+            degrade: None,
+            seed: 0,
+        })
+    }
+
+    fn ctx(t: &Topology) -> TrafficContext<'_> {
+        TrafficContext {
+            topo: t,
+            seed: 1,
+            load_cdf: &|name| FlowSizeCdf::builtin(name).ok_or_else(|| format!("no {name}")),
+            read_file: &|p| Err(format!("no file {p}")),
+        }
+    }
+
+    fn poisson(load: f64, load_of: LoadOf) -> TrafficSpec {
+        TrafficSpec::Poisson(PoissonSpec {
+            cdf: "alistorage".into(),
+            load,
+            load_of,
+            start: Time::ZERO,
+            duration: Time::from_ms(10),
+            cross_tor_only: false,
+            priority: 3,
+        })
+    }
+
+    #[test]
+    fn poisson_offers_the_asked_load() {
+        let t = topo();
+        let flows = poisson(0.5, LoadOf::Core).generate(0, &ctx(&t)).unwrap();
+        let bytes: u64 = flows.iter().map(|f| f.size).sum();
+        // 50% of the 6.4 Tbps core = 25% of the 12.8 Tbps of host links, for 10 ms.
+        let expected = 0.25 * 12.8e12 / 8.0 * 0.010;
+        let rel = (bytes as f64 - expected).abs() / expected;
+        assert!(rel < 0.03, "{bytes} bytes vs {expected}");
+        // About 97,900 flows at a 40.87 KB mean (the reference file has 97,737).
+        assert!((95_000..101_000).contains(&flows.len()), "{}", flows.len());
+        assert!(flows.iter().all(|f| f.src != f.dst));
+        assert!(flows.windows(2).all(|w| w[0].start <= w[1].start));
+        let same = poisson(0.25, LoadOf::Host).generate(0, &ctx(&t)).unwrap();
+        assert_eq!(same, flows, "core 0.5 = host 0.25 at 2:1");
+    }
+
+    #[test]
+    fn cross_tor_only_never_stays_under_one_tor() {
+        let t = topo();
+        let mut spec = poisson(0.1, LoadOf::Host);
+        if let TrafficSpec::Poisson(p) = &mut spec {
+            p.cross_tor_only = true;
+        }
+        let flows = spec.generate(0, &ctx(&t)).unwrap();
+        assert!(flows
+            .iter()
+            .all(|f| t.tor_of[f.src as usize] != t.tor_of[f.dst as usize]));
+    }
+
+    #[test]
+    fn incast_repeats_with_distinct_senders() {
+        let t = topo();
+        let spec = TrafficSpec::Incast(IncastSpec {
+            receiver: 5,
+            senders: 16,
+            total_size: Bytes(1_600_000),
+            start: Time::from_us(10),
+            period: Time::from_us(500),
+            repeat: 3,
+            priority: 3,
+        });
+        let flows = spec.generate(0, &ctx(&t)).unwrap();
+        assert_eq!(flows.len(), 48);
+        for r in 0..3 {
+            let batch = &flows[r * 16..(r + 1) * 16];
+            let mut srcs: Vec<u32> = batch.iter().map(|f| f.src).collect();
+            srcs.sort();
+            srcs.dedup();
+            assert_eq!(srcs.len(), 16);
+            assert!(batch.iter().all(|f| f.dst == 5 && f.size == 100_000));
+            assert!(batch
+                .iter()
+                .all(|f| f.start == Time::from_us(10 + 500 * r as u64)));
+        }
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let t = topo();
+        let e = poisson(1.0, LoadOf::Host).generate(2, &ctx(&t)).unwrap_err();
+        assert_eq!(
+            e.0,
+            "traffic[2].load: 1 is not a valid load; give a fraction strictly between 0 and 1 (e.g. 0.5)"
+        );
+        let spec = TrafficSpec::Scripted(ScriptedSpec {
+            flows: vec![ScriptedFlow {
+                src: 0,
+                dst: 130,
+                size: Bytes(10),
+                start: Time::ZERO,
+                priority: 3,
+            }],
+        });
+        let e = spec.generate(0, &ctx(&t)).unwrap_err();
+        assert_eq!(
+            e.0,
+            "traffic[0].flows[0].dst: 130 is not a host of the topology; hosts are 0..=127"
+        );
+    }
+}
