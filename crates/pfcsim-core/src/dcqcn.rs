@@ -9,11 +9,13 @@
 //!   (first at `decrease_interval + 1ns` after the first CNP) and a rate-increase timer every
 //!   `increase_interval` after the last cut (fast recovery, additive, then hyper increase).
 //!
-//! The two periodic timers run "forever" in the references but only matter when a CNP has
-//! arrived, so here they are evaluated lazily: alpha is brought up to date in closed form when
-//! it is needed, and a decrease-check event is scheduled only for the first check boundary
-//! after a CNP. The results are the same as with real periodic timers (a timer that fires at
-//! the same picosecond as a CNP arrival is taken to fire first).
+//! The periodic timers run "forever" in the references, but their effect between two CNPs is
+//! deterministic, so here they are evaluated lazily: alpha is brought up to date in closed form
+//! when it is needed, the rate-increase steps due since the last cut are applied when the rate
+//! is read (at every packet the queue pair sends), and a decrease-check event is scheduled only
+//! for the first check boundary after a CNP. The results are the same as with real periodic
+//! timers (a timer that fires at the same picosecond as a CNP or a send is taken to fire
+//! first), and a finished flow leaves no timer behind.
 
 use crate::units::{Rate, Time};
 use serde::{Deserialize, Serialize};
@@ -62,15 +64,6 @@ impl Default for DcqcnConfig {
     }
 }
 
-/// What the owner of a [`Dcqcn`] must schedule after a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DcqcnTimer {
-    /// A decrease check at this time.
-    Decrease(Time),
-    /// A rate-increase step at this time, valid while the generation matches.
-    Increase(Time, u32),
-}
-
 /// Reaction-point state of one queue pair. Rates are in bits per second.
 #[derive(Clone, Debug)]
 pub struct Dcqcn {
@@ -84,7 +77,9 @@ pub struct Dcqcn {
     cnp_since_check: bool,
     check_pending: bool,
     stage: u32,
-    increase_gen: u32,
+    /// Time of the last rate cut; increase steps fall every `increase_interval` after it.
+    last_cut: Option<Time>,
+    increase_steps_done: u64,
 }
 
 impl Dcqcn {
@@ -102,13 +97,43 @@ impl Dcqcn {
             cnp_since_check: false,
             check_pending: false,
             stage: 0,
-            increase_gen: 0,
+            last_cut: None,
+            increase_steps_done: 0,
         }
     }
 
-    /// Current sending rate.
-    pub fn rate(&self) -> f64 {
+    /// Sending rate at `now`, after the rate-increase steps due by then.
+    pub fn rate(&mut self, cfg: &DcqcnConfig, now: Time) -> f64 {
+        self.advance_increase(cfg, now);
         self.rc
+    }
+
+    /// Applies the rate-increase steps that fell at or before `now`.
+    fn advance_increase(&mut self, cfg: &DcqcnConfig, now: Time) {
+        let Some(cut) = self.last_cut else { return };
+        if self.rc >= self.line && self.rt >= self.line {
+            return; // back at line rate: further steps change nothing
+        }
+        let due = (now - cut).ps() / cfg.increase_interval.ps();
+        while self.increase_steps_done < due {
+            self.increase_steps_done += 1;
+            self.increase_step(cfg);
+            if self.rc >= self.line && self.rt >= self.line {
+                break;
+            }
+        }
+    }
+
+    /// One firing of the rate-increase timer: fast recovery, additive or hyper increase.
+    fn increase_step(&mut self, cfg: &DcqcnConfig) {
+        let f = cfg.fast_recovery_stages;
+        if self.stage == f {
+            self.rt = (self.rt + cfg.additive_increase.bps() as f64).min(self.line);
+        } else if self.stage > f {
+            self.rt = (self.rt + cfg.hyper_increase.bps() as f64).min(self.line);
+        }
+        self.rc = (self.rc + self.rt) / 2.0;
+        self.stage = self.stage.saturating_add(1);
     }
 
     pub fn target_rate(&self) -> f64 {
@@ -148,8 +173,10 @@ impl Dcqcn {
         Time(first.ps() + k * period)
     }
 
-    /// A congestion notification arrived (an ACK/NACK with the CNP flag).
-    pub fn on_cnp(&mut self, cfg: &DcqcnConfig, now: Time) -> Option<DcqcnTimer> {
+    /// A congestion notification arrived (an ACK/NACK with the CNP flag). Returns the time of
+    /// a decrease check the owner must schedule, if one is not pending already.
+    pub fn on_cnp(&mut self, cfg: &DcqcnConfig, now: Time) -> Option<Time> {
+        self.advance_increase(cfg, now);
         if self.first_cnp_at.is_none() {
             self.first_cnp_at = Some(now);
             self.alpha = 1.0;
@@ -164,47 +191,26 @@ impl Dcqcn {
             return None;
         }
         self.check_pending = true;
-        Some(DcqcnTimer::Decrease(self.next_check(cfg, now)))
+        Some(self.next_check(cfg, now))
     }
 
-    /// The decrease check scheduled by [`Dcqcn::on_cnp`] fired.
-    pub fn on_decrease_check(&mut self, cfg: &DcqcnConfig, now: Time) -> Option<DcqcnTimer> {
+    /// The decrease check scheduled by [`Dcqcn::on_cnp`] fired: cut the rate if a CNP
+    /// arrived since the last check.
+    pub fn on_decrease_check(&mut self, cfg: &DcqcnConfig, now: Time) {
         self.check_pending = false;
         if !self.cnp_since_check {
-            return None;
+            return;
         }
         self.cnp_since_check = false;
+        self.advance_increase(cfg, now);
         self.advance_alpha(cfg, now);
         if cfg.clamp_target_rate || self.stage != 0 {
             self.rt = self.rc;
         }
         self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(cfg.min_rate.bps() as f64);
         self.stage = 0;
-        self.increase_gen = self.increase_gen.wrapping_add(1);
-        Some(DcqcnTimer::Increase(
-            now + cfg.increase_interval,
-            self.increase_gen,
-        ))
-    }
-
-    /// A rate-increase timer of generation `gen` fired; stale generations are ignored.
-    pub fn on_increase(&mut self, cfg: &DcqcnConfig, now: Time, gen: u32) -> Option<DcqcnTimer> {
-        if gen != self.increase_gen {
-            return None;
-        }
-        let f = cfg.fast_recovery_stages;
-        if self.stage == f {
-            self.rt = (self.rt + cfg.additive_increase.bps() as f64).min(self.line);
-        } else if self.stage > f {
-            self.rt = (self.rt + cfg.hyper_increase.bps() as f64).min(self.line);
-        }
-        self.rc = (self.rc + self.rt) / 2.0;
-        self.stage = self.stage.saturating_add(1);
-        if self.rc >= self.line && self.rt >= self.line {
-            // Back at line rate: further steps would change nothing.
-            return None;
-        }
-        Some(DcqcnTimer::Increase(now + cfg.increase_interval, gen))
+        self.last_cut = Some(now);
+        self.increase_steps_done = 0;
     }
 }
 
@@ -216,27 +222,30 @@ mod tests {
         Time::from_us(x)
     }
 
+    fn check_at(x: u64) -> Time {
+        us(x) + Time::from_ns(1)
+    }
+
     #[test]
     fn first_cut_is_about_half_after_one_check_period() {
         let cfg = DcqcnConfig::default();
         let mut d = Dcqcn::new(Rate::gbps(100));
-        let t = d.on_cnp(&cfg, us(10));
-        assert_eq!(t, Some(DcqcnTimer::Decrease(us(14) + Time::from_ns(1))));
+        assert_eq!(d.on_cnp(&cfg, us(10)), Some(check_at(14)));
         // A second CNP in the same period schedules nothing more.
         assert_eq!(d.on_cnp(&cfg, us(11)), None);
-        let inc = d.on_decrease_check(&cfg, us(14) + Time::from_ns(1));
-        // alpha: 4 slots passed, one of them with a CNP: ~ (1-g)^4 + g(1-g)^3.
+        d.on_decrease_check(&cfg, check_at(14));
+        // Alpha: reset to 1 by the first CNP; the slot (11, 12] saw a CNP; then two plain
+        // decays at 13 and 14 us.
         let g = cfg.g;
-        let alpha = ((1.0 - g) * 1.0) * (1.0 - g) + g; // slot 1 (CNP at 11us lands in slot 1)
-        let alpha = alpha * (1.0 - g) * (1.0 - g);
-        assert!(
-            (d.alpha() - alpha).abs() < 1e-12,
-            "{} vs {alpha}",
-            d.alpha()
-        );
-        assert!((d.rate() - 1e11 * (1.0 - alpha / 2.0)).abs() < 1.0);
+        let alpha = ((1.0 - g) * (1.0 - g) + g) * (1.0 - g) * (1.0 - g);
+        assert!((d.alpha() - alpha).abs() < 1e-12, "{} vs {alpha}", d.alpha());
+        let cut = 1e11 * (1.0 - alpha / 2.0);
+        assert!((d.rate(&cfg, check_at(14)) - cut).abs() < 1.0);
         assert_eq!(d.target_rate(), 1e11); // not clamped, stage was 0
-        assert!(matches!(inc, Some(DcqcnTimer::Increase(t, _)) if t == us(314) + Time::from_ns(1)));
+        // No increase before one increase interval has passed.
+        assert!((d.rate(&cfg, check_at(313)) - cut).abs() < 1.0);
+        // Fast recovery: halfway back to the (unclamped) target at 314 us.
+        assert!((d.rate(&cfg, check_at(314)) - (cut + 1e11) / 2.0).abs() < 1.0);
     }
 
     #[test]
@@ -244,38 +253,57 @@ mod tests {
         let cfg = DcqcnConfig::default();
         let mut d = Dcqcn::new(Rate::gbps(100));
         d.on_cnp(&cfg, us(0));
-        let _ = d.on_decrease_check(&cfg, us(4) + Time::from_ns(1));
-        let r = d.rate();
+        d.on_decrease_check(&cfg, check_at(4));
+        let r = d.rate(&cfg, check_at(4));
         // A check without a CNP since the last one does nothing.
-        assert_eq!(d.on_decrease_check(&cfg, us(8) + Time::from_ns(1)), None);
-        assert_eq!(d.rate(), r);
-        // alpha decays by (1-g) per microsecond while no CNP arrives.
+        d.on_decrease_check(&cfg, check_at(8));
+        assert_eq!(d.rate(&cfg, check_at(8)), r);
+        // Alpha decays by (1-g) per microsecond while no CNP arrives.
         let a0 = d.alpha();
         d.on_cnp(&cfg, us(104));
         assert!((d.alpha() - a0 * (1.0 - cfg.g).powi(100)).abs() < 1e-12);
     }
 
     #[test]
-    fn recovery_reaches_line_rate_through_fast_additive_and_hyper_steps() {
+    fn recovery_steps_match_fast_additive_then_hyper_increase() {
         let cfg = DcqcnConfig::default();
         let mut d = Dcqcn::new(Rate::gbps(100));
         d.on_cnp(&cfg, us(0));
-        let mut next = d.on_decrease_check(&cfg, us(4) + Time::from_ns(1));
-        let cut = d.rate();
-        let mut steps = 0;
-        while let Some(DcqcnTimer::Increase(t, gen)) = next {
-            let before = d.rate();
-            next = d.on_increase(&cfg, t, gen);
-            assert!(d.rate() >= before);
-            steps += 1;
-            if steps == 1 {
-                // Fast recovery: halfway back to the (unclamped) target of 100 G.
-                assert!((d.rate() - (cut + 1e11) / 2.0).abs() < 1.0);
+        d.on_decrease_check(&cfg, check_at(4));
+        let (mut rc, mut rt) = (d.rate(&cfg, check_at(4)), 1e11);
+        // Replay the timer by hand: step k falls at 4us + 1ns + k * 300us.
+        for k in 1..=60u64 {
+            let f = cfg.fast_recovery_stages as u64;
+            if k - 1 == f {
+                rt = (rt + 40e6f64).min(1e11);
+            } else if k - 1 > f {
+                rt = (rt + 100e6f64).min(1e11);
             }
-            assert!(steps < 10_000);
+            rc = (rc + rt) / 2.0;
+            let got = d.rate(&cfg, check_at(4 + 300 * k));
+            assert_eq!(got, rc, "step {k}");
         }
-        assert_eq!(d.rate(), 1e11);
-        // A stale increase timer is ignored.
-        assert_eq!(d.on_increase(&cfg, us(1), 12345), None);
+        assert_eq!(d.rate(&cfg, us(1_000_000)), 1e11);
+    }
+
+    #[test]
+    fn a_cut_applies_the_increases_due_before_it() {
+        let cfg = DcqcnConfig::default();
+        let mut a = Dcqcn::new(Rate::gbps(100));
+        let mut b = Dcqcn::new(Rate::gbps(100));
+        for d in [&mut a, &mut b] {
+            d.on_cnp(&cfg, us(0));
+            d.on_decrease_check(&cfg, check_at(4));
+        }
+        // `a` is read at every step, `b` only when the next CNP arrives: same result.
+        for k in 1..=3 {
+            a.rate(&cfg, check_at(4 + 300 * k));
+        }
+        for d in [&mut a, &mut b] {
+            let at = d.on_cnp(&cfg, us(950)).unwrap();
+            d.on_decrease_check(&cfg, at);
+        }
+        assert_eq!(a.rate(&cfg, us(960)), b.rate(&cfg, us(960)));
+        assert!(a.rate(&cfg, us(960)) < 1e11);
     }
 }

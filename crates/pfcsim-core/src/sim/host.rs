@@ -17,7 +17,7 @@
 //! PCIe/host-side delays, window limits.
 
 use super::{Event, FlowSpec, Simulation, CONTROL_PRIO};
-use crate::dcqcn::{Dcqcn, DcqcnTimer};
+use crate::dcqcn::Dcqcn;
 use crate::metrics::FlowRecord;
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::sim::CcConfig;
@@ -78,6 +78,11 @@ pub(super) struct Host {
     rr: usize,
     /// Time of the pending pacing wake-up (`Time::MAX`: none).
     wake_at: Time,
+    /// Flows started and not finished: the ones its retransmission timer watches.
+    active: Vec<u32>,
+    /// Time of the pending retransmission-timer event (`Time::MAX`: none). One event per
+    /// host covers all its flows, so the event queue does not fill with far-away timers.
+    rto_at: Time,
 }
 
 impl Host {
@@ -88,6 +93,8 @@ impl Host {
             sending: Vec::new(),
             rr: 0,
             wake_at: Time::MAX,
+            active: Vec::new(),
+            rto_at: Time::MAX,
         }
     }
 }
@@ -106,8 +113,8 @@ pub(super) struct FlowState {
     next_avail: Time,
     in_sending: bool,
     finished: Option<Time>,
+    /// When the retransmission timer expires if nothing is sent or acknowledged before.
     rto_deadline: Time,
-    rto_pending: bool,
     line_rate: Rate,
     cc: Option<Dcqcn>,
     /// Reading of the host port's pause clock at the QP's last transmission.
@@ -142,7 +149,6 @@ impl FlowState {
             in_sending: false,
             finished: None,
             rto_deadline: Time::MAX,
-            rto_pending: false,
             line_rate: line,
             cc,
             pause_mark: 0,
@@ -181,11 +187,11 @@ impl FlowState {
         }
     }
 
-    /// Current sending rate in bits/s.
-    fn rate_bps(&self) -> f64 {
-        match &self.cc {
-            Some(d) => d.rate(),
-            None => self.line_rate.bps() as f64,
+    /// Sending rate in bits/s at `now`.
+    fn rate_bps(&mut self, cc: &CcConfig, now: Time) -> f64 {
+        match (&mut self.cc, cc) {
+            (Some(d), CcConfig::Dcqcn(cfg)) => d.rate(cfg, now),
+            _ => self.line_rate.bps() as f64,
         }
     }
 }
@@ -245,6 +251,7 @@ impl Simulation {
         let flow = &mut self.flows[f as usize];
         flow.next_avail = self.now;
         flow.pause_mark = mark;
+        self.hosts[h as usize].active.push(f);
         self.mark_sending(h, f);
         self.host_send(h);
     }
@@ -343,7 +350,7 @@ impl Simulation {
         }
         flow.high_sent = flow.high_sent.max(flow.snd_nxt);
         flow.rec.packets_sent += 1;
-        let pace = (pkt.wire_bytes as f64 * 8e12 / flow.rate_bps()).ceil() as u64;
+        let pace = (pkt.wire_bytes as f64 * 8e12 / flow.rate_bps(&self.cfg.cc, now)).ceil() as u64;
         flow.next_avail = now + Time(pace);
         let done_sending = flow.snd_nxt >= flow.spec.size;
         self.arm_rto(f);
@@ -367,29 +374,50 @@ impl Simulation {
         }
         let flow = &mut self.flows[f as usize];
         flow.rto_deadline = self.now + rto;
-        if !flow.rto_pending {
-            flow.rto_pending = true;
-            self.events.schedule(flow.rto_deadline, Event::Rto(f));
+        // Deadlines only move forward, so a pending host timer is never later than this one.
+        let h = self.host_index[flow.spec.src as usize];
+        let host = &mut self.hosts[h as usize];
+        if host.rto_at == Time::MAX {
+            host.rto_at = flow.rto_deadline;
+            self.events.schedule(flow.rto_deadline, Event::Rto(h));
         }
     }
 
-    pub(super) fn rto_fired(&mut self, f: u32) {
-        let flow = &mut self.flows[f as usize];
-        flow.rto_pending = false;
-        if flow.finished.is_some() || flow.snd_una >= flow.high_sent {
-            return;
+    /// Host `h`'s retransmission timer fired: every flow with unacknowledged data whose
+    /// deadline passed goes back to its first unacknowledged byte.
+    pub(super) fn rto_fired(&mut self, h: u32) {
+        self.hosts[h as usize].rto_at = Time::MAX;
+        let rto = self.cfg.nic.rto;
+        let mut next = Time::MAX;
+        let mut resend = false;
+        let host = &self.hosts[h as usize];
+        for &f in &host.active {
+            let flow = &mut self.flows[f as usize];
+            if flow.snd_una >= flow.high_sent {
+                continue; // nothing outstanding
+            }
+            if flow.rto_deadline <= self.now {
+                flow.rec.timeouts += 1;
+                flow.snd_nxt = flow.snd_una;
+                flow.rto_deadline = self.now + rto;
+                resend = true;
+            }
+            next = next.min(flow.rto_deadline);
         }
-        if flow.rto_deadline > self.now {
-            flow.rto_pending = true;
-            self.events.schedule(flow.rto_deadline, Event::Rto(f));
-            return;
+        if next < Time::MAX {
+            self.hosts[h as usize].rto_at = next;
+            self.events.schedule(next, Event::Rto(h));
         }
-        flow.rec.timeouts += 1;
-        flow.snd_nxt = flow.snd_una;
-        let h = self.host_index[flow.spec.src as usize];
-        self.arm_rto(f);
-        self.mark_sending(h, f);
-        self.host_send(h);
+        if resend {
+            for i in 0..self.hosts[h as usize].active.len() {
+                let f = self.hosts[h as usize].active[i];
+                let flow = &self.flows[f as usize];
+                if flow.snd_nxt < flow.high_sent {
+                    self.mark_sending(h, f);
+                }
+            }
+            self.host_send(h);
+        }
     }
 
     /// A packet arrived at host `h`.
@@ -489,7 +517,7 @@ impl Simulation {
         if pkt.cnp {
             flow.rec.cnps_received += 1;
             if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
-                if let Some(DcqcnTimer::Decrease(at)) = d.on_cnp(cfg, now) {
+                if let Some(at) = d.on_cnp(cfg, now) {
                     self.events.schedule(at, Event::DcqcnDecrease(f));
                 }
             }
@@ -497,9 +525,11 @@ impl Simulation {
         if flow.snd_una >= flow.spec.size {
             flow.finished = Some(now);
             self.flows_finished += 1;
+            let host = &mut self.hosts[h as usize];
+            let i = host.active.iter().position(|&x| x == f).expect("active");
+            host.active.swap_remove(i);
             if flow.in_sending {
                 flow.in_sending = false;
-                let host = &mut self.hosts[h as usize];
                 let i = host.sending.iter().position(|&x| x == f).expect("listed");
                 host.sending.remove(i);
                 if host.rr > i {
@@ -520,27 +550,9 @@ impl Simulation {
     }
 
     pub(super) fn dcqcn_decrease(&mut self, f: u32) {
-        let now = self.now;
         let flow = &mut self.flows[f as usize];
         if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
-            if let Some(DcqcnTimer::Increase(at, gen)) = d.on_decrease_check(cfg, now) {
-                if flow.finished.is_none() {
-                    self.events.schedule(at, Event::DcqcnIncrease(f, gen));
-                }
-            }
-        }
-    }
-
-    pub(super) fn dcqcn_increase(&mut self, f: u32, gen: u32) {
-        let now = self.now;
-        let flow = &mut self.flows[f as usize];
-        if flow.finished.is_some() {
-            return;
-        }
-        if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
-            if let Some(DcqcnTimer::Increase(at, gen)) = d.on_increase(cfg, now, gen) {
-                self.events.schedule(at, Event::DcqcnIncrease(f, gen));
-            }
+            d.on_decrease_check(cfg, self.now);
         }
     }
 }

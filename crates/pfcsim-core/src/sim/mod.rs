@@ -212,10 +212,10 @@ enum Event {
     NicWake(u32),
     /// The next flow of the (start-ordered) flow table starts.
     FlowStart,
-    /// A flow's retransmission timer (lazy: it checks the current deadline).
+    /// A host's retransmission timer (it checks the deadlines of the host's flows).
     Rto(u32),
+    /// A flow's DCQCN decrease check.
     DcqcnDecrease(u32),
-    DcqcnIncrease(u32, u32),
     /// A load balancer's timer on a switch.
     LbTimer(u32, u64),
 }
@@ -230,8 +230,7 @@ impl Event {
             Event::FlowStart => 4 << 60,
             Event::Rto(f) => 5 << 60 | f as u64,
             Event::DcqcnDecrease(f) => 6 << 60 | f as u64,
-            Event::DcqcnIncrease(f, g) => 7 << 60 | (g as u64) << 32 | f as u64,
-            Event::LbTimer(s, t) => 8 << 60 | (s as u64) << 40 ^ t,
+            Event::LbTimer(s, t) => 7 << 60 | (s as u64) << 40 ^ t,
         }
     }
 }
@@ -476,7 +475,6 @@ impl Simulation {
             Event::FlowStart => self.flow_start(),
             Event::Rto(f) => self.rto_fired(f),
             Event::DcqcnDecrease(f) => self.dcqcn_decrease(f),
-            Event::DcqcnIncrease(f, gen) => self.dcqcn_increase(f, gen),
             Event::LbTimer(s, token) => self.lb_timer(s, token),
         }
     }
