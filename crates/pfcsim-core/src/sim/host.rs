@@ -86,6 +86,11 @@ pub(super) struct Host {
 }
 
 impl Host {
+    /// Nothing to send: no flow has data ready.
+    pub(super) fn is_idle(&self) -> bool {
+        self.sending.is_empty()
+    }
+
     pub(super) fn new(node: u32, port: u32) -> Host {
         Host {
             node,
@@ -253,7 +258,7 @@ impl Simulation {
         flow.pause_mark = mark;
         self.hosts[h as usize].active.push(f);
         self.mark_sending(h, f);
-        self.host_send(h);
+        self.host_kick(h);
     }
 
     fn mark_sending(&mut self, h: u32, f: u32) {
@@ -264,15 +269,18 @@ impl Simulation {
         }
     }
 
-    /// The NIC of host `h` is idle (or just woke up): send an ACK/NACK, or a data packet of
-    /// the next eligible QP, or schedule a wake-up for the earliest paced QP.
+    /// Asks host `h`'s NIC to send what it can (now, or when its port frees up).
+    fn host_kick(&mut self, h: u32) {
+        let p = self.hosts[h as usize].port;
+        self.try_send(p);
+    }
+
+    /// The NIC of host `h` is idle: send an ACK/NACK, or a data packet of the next eligible
+    /// QP, or schedule a wake-up for the earliest paced QP.
     pub(super) fn host_send(&mut self, h: u32) {
         let host = &mut self.hosts[h as usize];
         let p = host.port;
         let port = &mut self.ports[p as usize];
-        if port.on_wire.is_some() {
-            return;
-        }
         let strict = self.cfg.switch.control_strict_priority;
         if let Some(&pid) = port.queues[CONTROL_PRIO as usize].front() {
             let prio = self.arena.get(pid).priority;
@@ -311,7 +319,7 @@ impl Simulation {
             return; // superseded by an earlier wake-up
         }
         host.wake_at = Time::MAX;
-        self.host_send(h);
+        self.host_kick(h);
     }
 
     /// Sends the next data packet of flow `f`, at position `i` of host `h`'s sending list.
@@ -416,7 +424,7 @@ impl Simulation {
                     self.mark_sending(h, f);
                 }
             }
-            self.host_send(h);
+            self.host_kick(h);
         }
     }
 
@@ -501,7 +509,7 @@ impl Simulation {
             let pid = self.arena.alloc(ack);
             let ack = self.arena.get_mut(pid);
             self.ports[p as usize].enqueue(CONTROL_PRIO, pid, ack, now);
-            self.host_send(h);
+            self.host_kick(h);
         }
     }
 
@@ -546,7 +554,7 @@ impl Simulation {
         if self.flows[f as usize].snd_una < self.flows[f as usize].high_sent {
             self.arm_rto(f);
         }
-        self.host_send(h);
+        self.host_kick(h);
     }
 
     pub(super) fn dcqcn_decrease(&mut self, f: u32) {

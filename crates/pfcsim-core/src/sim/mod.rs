@@ -7,8 +7,9 @@
 //! * `switches` hold the buffer (MMU), routing table and load-balancer instance of each
 //!   switch (`switch.rs`); `hosts` the NIC state and `flows` the queue pairs (`host.rs`).
 //!
-//! Event discipline: a port has at most one pending `TxDone` (the packet on its serializer)
-//! and at most one pending `Arrival` (the head of its in-flight FIFO), so the event queue grows
+//! Event discipline: a port has at most one pending `TxDone` (the wake-up when its serializer
+//! frees up, scheduled only if something waits) and at most one pending `Arrival` (the head of
+//! its in-flight FIFO), so the event queue grows
 //! with the number of links and timers, not with packets in flight. Same-time events run in
 //! the order they were scheduled.
 
@@ -109,8 +110,11 @@ pub struct PortState {
     pfc_out: VecDeque<PacketId>,
     queue_bytes: [u64; N_PRIO],
     total_queue_bytes: u64,
-    /// The packet being serialized, if any.
-    on_wire: Option<PacketId>,
+    /// The serializer is busy until this time (the last packet started ends then).
+    busy_until: Time,
+    /// Time of the pending `TxDone` wake-up (`Time::MAX`: none). A `TxDone` at another time
+    /// is stale and ignored.
+    wake_at: Time,
     rr_next: u8,
     /// Bit `q` set: priority `q` of this egress is paused by the peer.
     paused: u8,
@@ -204,7 +208,7 @@ enum NodeRef {
 
 #[derive(Clone, Copy, Debug)]
 enum Event {
-    /// The packet on `port`'s serializer is fully sent.
+    /// `port`'s serializer frees up and the port has something waiting.
     TxDone(u32),
     /// The head of `port`'s in-flight FIFO reaches the peer.
     Arrival(u32),
@@ -336,7 +340,8 @@ impl Simulation {
                     pfc_out: VecDeque::new(),
                     queue_bytes: [0; N_PRIO],
                     total_queue_bytes: 0,
-                    on_wire: None,
+                    busy_until: Time::ZERO,
+                    wake_at: Time::MAX,
                     rr_next: 1,
                     paused: 0,
                     paused_since: [Time::ZERO; N_PRIO],
@@ -447,6 +452,7 @@ impl Simulation {
     /// Runs to the stop rule; `progress(now)` is called every 2^18 events.
     pub fn run(mut self, progress: &mut dyn FnMut(Time)) -> RunOutput {
         let wall = std::time::Instant::now();
+
         while let Some((t, ev)) = self.events.pop() {
             if t > self.stop.at {
                 self.now = self.stop.at;
@@ -479,30 +485,40 @@ impl Simulation {
         }
     }
 
-    /// Puts `pid` on port `p`'s serializer (the port must be idle).
+    /// Puts `pid` on port `p`'s serializer (the port must be idle). The packet joins the
+    /// link's in-flight FIFO at once, since its arrival time at the peer is already known; the
+    /// port asks to be woken when the serializer frees up only if more is waiting then.
     #[inline]
     fn start_tx(&mut self, p: u32, pid: PacketId) {
         let port = &mut self.ports[p as usize];
-        debug_assert!(port.on_wire.is_none());
+        debug_assert!(port.busy_until <= self.now);
         let wire = self.arena.get(pid).wire_bytes as u64;
-        port.on_wire = Some(pid);
         port.rec.tx_packets += 1;
         port.rec.tx_bytes += wire;
         let done = self.now + port.rate.tx_time(wire);
-        self.events.schedule(done, Event::TxDone(p));
-    }
-
-    fn tx_done(&mut self, p: u32) {
-        let port = &mut self.ports[p as usize];
-        let pid = port
-            .on_wire
-            .take()
-            .expect("TxDone with a packet on the wire");
-        let arrival = self.now + port.delay;
+        port.busy_until = done;
+        let arrival = done + port.delay;
         port.in_flight.push_back((arrival, pid));
         if port.in_flight.len() == 1 {
             self.events.schedule(arrival, Event::Arrival(p));
         }
+        let more = port.total_queue_bytes > 0
+            || !port.pfc_out.is_empty()
+            || matches!(self.node_ref[port.node as usize],
+                NodeRef::Host(h) if !self.hosts[h as usize].is_idle());
+        if more {
+            port.wake_at = done;
+            self.events.schedule(done, Event::TxDone(p));
+        }
+    }
+
+    /// Port `p`'s serializer is free again.
+    fn tx_done(&mut self, p: u32) {
+        let port = &mut self.ports[p as usize];
+        if port.wake_at != self.now {
+            return; // stale: the port was restarted before this wake-up ran
+        }
+        port.wake_at = Time::MAX;
         self.try_send(p);
     }
 
@@ -527,9 +543,15 @@ impl Simulation {
         }
     }
 
-    /// Starts the next transmission on port `p` if it is idle and has something eligible.
+    /// Starts the next transmission on port `p` if it is idle and has something eligible; if
+    /// it is busy, makes sure it is woken when it frees up.
     fn try_send(&mut self, p: u32) {
-        if self.ports[p as usize].on_wire.is_some() {
+        let port = &mut self.ports[p as usize];
+        if port.busy_until > self.now {
+            if port.wake_at != port.busy_until {
+                port.wake_at = port.busy_until;
+                self.events.schedule(port.busy_until, Event::TxDone(p));
+            }
             return;
         }
         match self.node_ref[self.ports[p as usize].node as usize] {
