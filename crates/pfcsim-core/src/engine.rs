@@ -7,73 +7,86 @@
 use crate::units::Time;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-
-/// A pending event, ordered by `(time, seq)`.
-struct Entry<E> {
-    time: Time,
-    seq: u64,
-    event: E,
-}
-
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.seq == other.seq
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<E> Ord for Entry<E> {
-    /// Reversed, so that the max-heap pops the earliest `(time, seq)` first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.time, other.seq).cmp(&(self.time, self.seq))
-    }
-}
 
 /// Priority queue of events of type `E`, popped in `(time, insertion order)`.
+///
+/// A radix heap: the key of an event is `time << 64 | seq`, unique and never below the key
+/// last popped (events are never scheduled in the past), so an event is filed in the bucket
+/// of the highest bit in which its key differs from the last popped key. Pushing is O(1);
+/// popping refiles the smallest non-empty bucket when bucket 0 is empty, and every event is
+/// refiled at most a few times. The buckets keep their capacity, so a queue that has reached
+/// its peak size allocates nothing more.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    buckets: Vec<Vec<(u128, E)>>,
+    /// Bit `i` set: bucket `i` is not empty.
+    occupied: [u64; 3],
+    last: u128,
+    len: usize,
     next_seq: u64,
 }
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
-            heap: BinaryHeap::with_capacity(1024),
+            buckets: (0..=128).map(|_| Vec::new()).collect(),
+            occupied: [0; 3],
+            last: 0,
+            len: 0,
             next_seq: 0,
         }
     }
 }
 
 impl<E> EventQueue<E> {
+    #[inline]
+    fn bucket(&self, key: u128) -> usize {
+        128 - (key ^ self.last).leading_zeros() as usize
+    }
+
     /// Schedules `event` at `time`; ties with already-scheduled events run after them.
+    /// `time` must not be before the last popped event's time.
+    #[inline]
     pub fn schedule(&mut self, time: Time, event: E) {
-        let seq = self.next_seq;
+        let key = (time.0 as u128) << 64 | self.next_seq as u128;
+        debug_assert!(key > self.last || self.len == 0 && self.next_seq == 0);
         self.next_seq += 1;
-        self.heap.push(Entry { time, seq, event });
+        let b = self.bucket(key);
+        self.buckets[b].push((key, event));
+        self.occupied[b / 64] |= 1 << (b % 64);
+        self.len += 1;
     }
 
     /// Removes and returns the earliest event.
+    #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        self.heap.pop().map(|e| (e.time, e.event))
-    }
-
-    /// Time of the earliest pending event.
-    pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| e.time)
+        if self.occupied[0] & 1 == 0 {
+            let word = self.occupied.iter().position(|&w| w != 0)?;
+            let i = word * 64 + self.occupied[word].trailing_zeros() as usize;
+            let mut moving = std::mem::take(&mut self.buckets[i]);
+            self.occupied[word] &= !(1 << (i % 64));
+            self.last = moving.iter().map(|&(k, _)| k).min().expect("non-empty");
+            for (key, event) in moving.drain(..) {
+                let b = self.bucket(key);
+                self.buckets[b].push((key, event));
+                self.occupied[b / 64] |= 1 << (b % 64);
+            }
+            // Give the emptied bucket its storage back.
+            self.buckets[i] = moving;
+        }
+        let (key, event) = self.buckets[0].pop()?;
+        if self.buckets[0].is_empty() {
+            self.occupied[0] &= !1;
+        }
+        self.len -= 1;
+        Some((Time((key >> 64) as u64), event))
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 }
 
@@ -135,6 +148,39 @@ mod tests {
         q.schedule(Time(3), 'd');
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(order, vec!['b', 'd', 'a', 'c']);
+    }
+
+    #[test]
+    fn matches_a_reference_ordering_on_random_schedules() {
+        let mut rng = rng_stream(9, StreamKind::Traffic, 0);
+        let mut q = EventQueue::default();
+        let mut reference = Vec::new();
+        let mut now = 0u64;
+        let mut seq = 0u32;
+        let mut popped = Vec::new();
+        for _ in 0..20_000 {
+            if rng.gen_bool(0.55) {
+                let t = now + rng.gen_range(0..3u64) * rng.gen_range(0..1_000_000u64);
+                q.schedule(Time(t), seq);
+                reference.push((t, seq));
+                seq += 1;
+            } else if let Some((t, e)) = q.pop() {
+                now = t.0;
+                popped.push((t.0, e));
+            }
+        }
+        while let Some((t, e)) = q.pop() {
+            popped.push((t.0, e));
+        }
+        reference.sort();
+        // Everything comes out, in (time, insertion) order within what was pending.
+        let mut sorted = popped.clone();
+        sorted.sort();
+        assert_eq!(sorted, reference);
+        assert!(popped
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1)));
+        assert!(q.is_empty());
     }
 
     #[test]
