@@ -11,7 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "pfcsim", version, about = "Packet-level simulator of lossless (PFC, RoCEv2) datacenter fabrics")]
+#[command(
+    name = "pfcsim",
+    version,
+    about = "Packet-level simulator of lossless (PFC, RoCEv2) datacenter fabrics"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

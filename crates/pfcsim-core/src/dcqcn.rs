@@ -238,11 +238,15 @@ mod tests {
         // decays at 13 and 14 us.
         let g = cfg.g;
         let alpha = ((1.0 - g) * (1.0 - g) + g) * (1.0 - g) * (1.0 - g);
-        assert!((d.alpha() - alpha).abs() < 1e-12, "{} vs {alpha}", d.alpha());
+        assert!(
+            (d.alpha() - alpha).abs() < 1e-12,
+            "{} vs {alpha}",
+            d.alpha()
+        );
         let cut = 1e11 * (1.0 - alpha / 2.0);
         assert!((d.rate(&cfg, check_at(14)) - cut).abs() < 1.0);
         assert_eq!(d.target_rate(), 1e11); // not clamped, stage was 0
-        // No increase before one increase interval has passed.
+                                           // No increase before one increase interval has passed.
         assert!((d.rate(&cfg, check_at(313)) - cut).abs() < 1.0);
         // Fast recovery: halfway back to the (unclamped) target at 314 us.
         assert!((d.rate(&cfg, check_at(314)) - (cut + 1e11) / 2.0).abs() < 1.0);

@@ -44,72 +44,72 @@ pub struct LbHeader {
     /// Path chosen by the sender or the source switch (host-side schemes, source routing).
     /// 0 means "none": switches decide on their own.
     pub path_tag: u32,
-    /// Hops taken so far in the fabric (incremented at every switch egress).
-    pub hop: u8,
-    /// Scheme-defined fields (e.g. a congestion metric and its feedback).
-    pub a: u32,
-    pub b: u32,
-    pub c: u64,
+    /// A scheme-defined field (e.g. a congestion metric and its feedback, packed).
+    pub meta: u32,
 }
 
-/// One packet.
+/// One packet: 64 bytes, one cache line.
 #[derive(Clone, Copy, Debug)]
 pub struct Packet {
-    pub kind: PacketKind,
+    /// Data: first payload byte. ACK/NACK: next byte the receiver expects.
+    pub seq: u64,
+    /// When the sender put the packet on the wire (data), or echo of it (ACK/NACK).
+    pub sent_at: Time,
     /// Flow the packet belongs to (for control packets: the flow acknowledged).
     pub flow: u32,
     pub src: u32,
     pub dst: u32,
-    /// UDP source port (the per-flow entropy ECMP hashes on).
-    pub sport: u16,
-    pub dport: u16,
+    /// Running hash of the egress ports taken, identifying the path.
+    pub path_sig: u32,
+    /// Reading, in nanoseconds (wrapping), of the PFC pause clock of the queue the packet
+    /// waits in, taken at enqueue.
+    pub pause_mark: u32,
+    /// Time this packet has spent in PFC-paused queues so far, in nanoseconds.
+    pub pfc_wait_ns: u32,
+    pub lb: LbHeader,
+    /// Hops taken so far in the fabric (incremented at every switch egress).
+    pub hop: u8,
+    pub kind: PacketKind,
     /// PFC priority class, 0..8. Priority 0 is the control class.
     pub priority: u8,
-    /// Data: first payload byte. ACK/NACK: next byte the receiver expects.
-    pub seq: u64,
-    /// Payload bytes (0 for control packets).
-    pub payload: u32,
-    /// Bytes on the wire, headers included.
-    pub wire_bytes: u32,
     /// ECN Congestion Experienced (set by switches on data packets).
     pub ce: bool,
     /// ACK/NACK: the receiver asks the sender's congestion control to react (DCQCN CNP).
     pub cnp: bool,
+    /// UDP source port (the per-flow entropy ECMP hashes on).
+    pub sport: u16,
+    pub dport: u16,
     /// Local index, on the switch currently holding it, of the port it arrived on.
     pub ingress_port: u16,
-    /// When the sender put the packet on the wire (data), or echo of it (ACK/NACK).
-    pub sent_at: Time,
-    /// Reading of the PFC pause clock of the queue the packet waits in, taken at enqueue.
-    pub pause_mark: u64,
-    /// Time this packet has spent in PFC-paused queues so far, in picoseconds.
-    pub pfc_wait: u64,
-    /// Running hash of the egress ports taken, identifying the path.
-    pub path_sig: u32,
-    pub lb: LbHeader,
+    /// Payload bytes (0 for control packets).
+    pub payload: u16,
+    /// Bytes on the wire, headers included.
+    pub wire_bytes: u16,
 }
 
 impl Packet {
     /// A blank packet of `kind`; callers fill in the rest.
     pub fn new(kind: PacketKind) -> Packet {
         Packet {
-            kind,
+            seq: 0,
+            sent_at: Time::ZERO,
             flow: 0,
             src: 0,
             dst: 0,
-            sport: 0,
-            dport: 0,
+            path_sig: 0,
+            pause_mark: 0,
+            pfc_wait_ns: 0,
+            lb: LbHeader::default(),
+            hop: 0,
+            kind,
             priority: 0,
-            seq: 0,
-            payload: 0,
-            wire_bytes: 0,
             ce: false,
             cnp: false,
+            sport: 0,
+            dport: 0,
             ingress_port: 0,
-            sent_at: Time::ZERO,
-            pause_mark: 0,
-            pfc_wait: 0,
-            path_sig: 0,
-            lb: LbHeader::default(),
+            payload: 0,
+            wire_bytes: 0,
         }
     }
 }
@@ -163,6 +163,11 @@ impl PacketArena {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packet_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Packet>(), 64);
+    }
 
     #[test]
     fn freed_slots_are_reused() {

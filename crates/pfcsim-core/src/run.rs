@@ -19,9 +19,11 @@ use std::path::Path;
 /// Sets up the simulation of a prepared scenario (catching what only the full fabric
 /// reveals, such as a buffer smaller than its headroom) and runs it.
 pub fn run_scenario(sc: Scenario, progress: &mut dyn FnMut(Time)) -> Result<RunOutput, SpecError> {
-    let sim = Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop)
-        .map_err(|e| SpecError {
-            message: e.to_string(),
+    let sim =
+        Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop).map_err(|e| {
+            SpecError {
+                message: e.to_string(),
+            }
         })?;
     Ok(sim.run(progress))
 }

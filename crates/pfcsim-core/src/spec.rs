@@ -204,7 +204,9 @@ impl Spec {
                     }
                 }
                 if leaves * hosts_per_leaf < 2 {
-                    return err("topology: a fabric needs at least 2 hosts; raise leaves or hosts_per_leaf");
+                    return err(
+                        "topology: a fabric needs at least 2 hosts; raise leaves or hosts_per_leaf",
+                    );
                 }
                 match (fabric_link.rate, oversubscription) {
                     (None, None) => {
@@ -300,7 +302,9 @@ impl Spec {
         }
         let b = &self.run.size_buckets;
         if b.windows(2).any(|w| w[0] >= w[1]) {
-            return err("run.size_buckets: bounds must increase (e.g. [\"10KB\", \"100KB\", \"1MB\"])");
+            return err(
+                "run.size_buckets: bounds must increase (e.g. [\"10KB\", \"100KB\", \"1MB\"])",
+            );
         }
         Ok(())
     }
@@ -511,7 +515,12 @@ mod tests {
     fn minimal_spec_resolves_with_every_default() {
         let spec = Spec::from_toml(MINIMAL, "s.toml").unwrap();
         let resolved = spec.resolved_toml();
-        for key in ["buffer = \"9MB\"", "alpha = 0.0625", "scheme = \"ecmp\"", "kind = \"dcqcn\""] {
+        for key in [
+            "buffer = \"9MB\"",
+            "alpha = 0.0625",
+            "scheme = \"ecmp\"",
+            "kind = \"dcqcn\"",
+        ] {
             assert!(resolved.contains(key), "{key} missing in:\n{resolved}");
         }
         // The resolved spec reads back to the same spec.
@@ -542,8 +551,15 @@ mod tests {
             e,
             "s.toml: switch.ecn: kmin (500KB) is above kmax (400KB); kmin must be <= kmax"
         );
-        let e = error_of(&MINIMAL.replace("scheme", "x").replace("[[traffic]]", "[lb]\nscheme = \"magic\"\n[[traffic]]"));
-        assert!(e.ends_with("lb.scheme: unknown variant `magic`, expected `ecmp` or `rps`"), "{e}");
+        let e = error_of(
+            &MINIMAL
+                .replace("scheme", "x")
+                .replace("[[traffic]]", "[lb]\nscheme = \"magic\"\n[[traffic]]"),
+        );
+        assert!(
+            e.ends_with("lb.scheme: unknown variant `magic`, expected `ecmp` or `rps`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -553,7 +569,13 @@ mod tests {
         assert_eq!(sc.topology.hosts.len(), 8);
         assert!(!sc.flows.is_empty());
         let bad = Spec::from_toml(&MINIMAL.replace("web_search", "nope"), "s.toml").unwrap();
-        let e = Scenario::prepare(bad, Path::new(".")).err().unwrap().message;
-        assert!(e.starts_with("traffic[0].cdf: 'nope' is not a shipped workload (alistorage, "), "{e}");
+        let e = Scenario::prepare(bad, Path::new("."))
+            .err()
+            .unwrap()
+            .message;
+        assert!(
+            e.starts_with("traffic[0].cdf: 'nope' is not a shipped workload (alistorage, "),
+            "{e}"
+        );
     }
 }

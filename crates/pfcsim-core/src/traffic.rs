@@ -200,8 +200,8 @@ impl TrafficSpec {
                         p.load
                     )));
                 }
-                let cdf = (ctx.load_cdf)(&p.cdf)
-                    .map_err(|e| TrafficError(format!("{key}.cdf: {e}")))?;
+                let cdf =
+                    (ctx.load_cdf)(&p.cdf).map_err(|e| TrafficError(format!("{key}.cdf: {e}")))?;
                 let capacity = match p.load_of {
                     LoadOf::Host => topo.host_capacity_bps(),
                     LoadOf::Core => topo.core_capacity_bps(),
@@ -322,7 +322,9 @@ impl TrafficSpec {
                             "{key}.flows[{i}].size: a flow needs at least one byte"
                         )));
                     }
-                    flows.push(flow(f.src, f.dst, f.size.0, f.start, f.priority, "scripted"));
+                    flows.push(flow(
+                        f.src, f.dst, f.size.0, f.start, f.priority, "scripted",
+                    ));
                 }
                 Ok(flows)
             }
@@ -480,7 +482,9 @@ mod tests {
     #[test]
     fn bad_values_name_their_key() {
         let t = topo();
-        let e = poisson(1.0, LoadOf::Host).generate(2, &ctx(&t)).unwrap_err();
+        let e = poisson(1.0, LoadOf::Host)
+            .generate(2, &ctx(&t))
+            .unwrap_err();
         assert_eq!(
             e.0,
             "traffic[2].load: 1 is not a valid load; give a fraction strictly between 0 and 1 (e.g. 0.5)"

@@ -85,9 +85,16 @@ impl Rate {
         self.0
     }
     /// Time to serialize `bytes` at this rate, rounded up to the next picosecond.
+    #[inline]
     pub fn tx_time(self, bytes: u64) -> Time {
-        let bits = bytes as u128 * 8 * 1_000_000_000_000;
-        Time(bits.div_ceil(self.0 as u128) as u64)
+        // Packet-sized amounts fit in u64 arithmetic, which is much cheaper than u128.
+        match bytes.checked_mul(8_000_000_000_000) {
+            Some(bit_ps) => Time(bit_ps.div_ceil(self.0)),
+            None => {
+                let bit_ps = bytes as u128 * 8_000_000_000_000;
+                Time(bit_ps.div_ceil(self.0 as u128) as u64)
+            }
+        }
     }
     /// Bytes carried in `t` at this rate (rounded down).
     pub fn bytes_in(self, t: Time) -> u64 {

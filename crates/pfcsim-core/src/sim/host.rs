@@ -32,9 +32,9 @@ pub struct NicConfig {
     pub payload: Bytes,
     /// Header bytes added to a data packet on the wire (ConWeave: a 1000 B payload is a
     /// 1048 B frame).
-    pub header_bytes: u32,
+    pub header_bytes: u16,
     /// Size on the wire of ACK, NACK, PFC and other control frames (ConWeave: 64 B).
-    pub control_bytes: u32,
+    pub control_bytes: u16,
     /// The receiver ACKs every this many in-order packets (both references: 1).
     pub ack_interval: u32,
     /// At most one NACK per expected sequence number per this interval (ConWeave: 4 us;
@@ -105,7 +105,7 @@ impl Host {
 }
 
 /// Sender, receiver and measurement state of one flow (queue pair).
-pub(super) struct FlowState {
+pub(crate) struct FlowState {
     pub(super) spec: FlowSpec,
     id: u32,
     sport: u16,
@@ -343,11 +343,11 @@ impl Simulation {
         pkt.dport = flow.spec.dport;
         pkt.priority = flow.spec.priority;
         pkt.seq = seq;
-        pkt.payload = payload as u32;
-        pkt.wire_bytes = payload as u32 + header;
+        pkt.payload = payload as u16;
+        pkt.wire_bytes = payload as u16 + header;
         pkt.sent_at = now;
         // Time the QP was held by PFC at its own NIC since its last packet.
-        pkt.pfc_wait = pause_now - flow.pause_mark;
+        pkt.pfc_wait_ns = ((pause_now - flow.pause_mark) / 1_000).min(u32::MAX as u64) as u32;
         flow.pause_mark = pause_now;
         flow.snd_nxt += payload;
         self.payload_sent += payload;
@@ -447,10 +447,11 @@ impl Simulation {
         let flow = &mut self.flows[pkt.flow as usize];
         debug_assert_eq!(self.hosts[h as usize].node, flow.spec.dst);
         // Measurements over every data packet that reaches the receiver.
-        if pkt.pfc_wait > 0 {
+        if pkt.pfc_wait_ns > 0 {
+            let wait_ps = pkt.pfc_wait_ns as u64 * 1_000;
             flow.rec.pfc_paused_packets += 1;
-            flow.rec.pfc_wait_total_ps += pkt.pfc_wait;
-            flow.rec.pfc_wait_max_ps = flow.rec.pfc_wait_max_ps.max(pkt.pfc_wait);
+            flow.rec.pfc_wait_total_ps += wait_ps;
+            flow.rec.pfc_wait_max_ps = flow.rec.pfc_wait_max_ps.max(wait_ps);
         }
         if flow.rec.paths_used > 0 && pkt.path_sig != flow.last_path {
             flow.rec.path_changes += 1;

@@ -99,35 +99,39 @@ pub enum SetupError {
 }
 
 /// Read-only view of a port, also handed to load balancers.
+#[repr(C)] // fields in order of use per packet, so a hop touches few cache lines
 pub struct PortState {
-    node: u32,
-    peer: u32,
-    peer_node: u32,
-    rate: Rate,
-    delay: Time,
-    queues: [VecDeque<PacketId>; N_PRIO],
-    /// PFC frames waiting to go out; they go before anything else.
-    pfc_out: VecDeque<PacketId>,
-    queue_bytes: [u64; N_PRIO],
-    total_queue_bytes: u64,
     /// The serializer is busy until this time (the last packet started ends then).
     busy_until: Time,
     /// Time of the pending `TxDone` wake-up (`Time::MAX`: none). A `TxDone` at another time
     /// is stale and ignored.
     wake_at: Time,
-    rr_next: u8,
+    total_queue_bytes: u64,
+    node: u32,
+    peer: u32,
+    /// Bit `q` set: the queue of priority `q` is not empty.
+    nonempty: u8,
     /// Bit `q` set: priority `q` of this egress is paused by the peer.
     paused: u8,
-    paused_since: [Time; N_PRIO],
-    /// Total paused time per priority, up to `paused_since` of a current pause.
-    pause_clock: [u64; N_PRIO],
-    paused_any_since: Time,
+    /// Data priority the round-robin tries first.
+    rr_next: u8,
+    rate: Rate,
+    delay: Time,
+    in_flight: VecDeque<(Time, PacketId)>,
+    queue_bytes: [u64; N_PRIO],
     /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
     queue_integral: u128,
     queue_changed: Time,
-    in_flight: VecDeque<(Time, PacketId)>,
+    queues: [VecDeque<PacketId>; N_PRIO],
+    /// PFC frames waiting to go out; they go before anything else.
+    pfc_out: VecDeque<PacketId>,
     /// RED parameters of this egress: (kmin, kmax, pmax).
     ecn: (u64, u64, f64),
+    /// Total paused time per priority, up to `paused_since` of a current pause.
+    pause_clock: [u64; N_PRIO],
+    paused_since: [Time; N_PRIO],
+    paused_any_since: Time,
+    peer_node: u32,
     rec: PortRecord,
 }
 
@@ -174,11 +178,18 @@ impl PortState {
         self.queue_changed = now;
     }
 
+    /// The pause clock in (wrapping) nanoseconds, as packets carry it.
+    #[inline]
+    fn pause_clock_ns(&self, prio: u8, now: Time) -> u32 {
+        (self.pause_clock(prio, now) / 1_000) as u32
+    }
+
     #[inline]
     fn enqueue(&mut self, prio: u8, pid: PacketId, pkt: &mut Packet, now: Time) {
         self.integrate_queue(now);
-        pkt.pause_mark = self.pause_clock(prio, now);
+        pkt.pause_mark = self.pause_clock_ns(prio, now);
         self.queues[prio as usize].push_back(pid);
+        self.nonempty |= 1 << prio;
         self.queue_bytes[prio as usize] += pkt.wire_bytes as u64;
         self.total_queue_bytes += pkt.wire_bytes as u64;
         self.rec.peak_queue_bytes = self.rec.peak_queue_bytes.max(self.total_queue_bytes);
@@ -190,11 +201,15 @@ impl PortState {
         let pid = self.queues[prio as usize]
             .pop_front()
             .expect("dequeue from a non-empty queue");
+        if self.queues[prio as usize].is_empty() {
+            self.nonempty &= !(1 << prio);
+        }
         self.integrate_queue(now);
         let pkt = arena.get_mut(pid);
         self.queue_bytes[prio as usize] -= pkt.wire_bytes as u64;
         self.total_queue_bytes -= pkt.wire_bytes as u64;
-        pkt.pfc_wait += self.pause_clock(prio, now) - pkt.pause_mark;
+        let waited = self.pause_clock_ns(prio, now).wrapping_sub(pkt.pause_mark);
+        pkt.pfc_wait_ns = pkt.pfc_wait_ns.saturating_add(waited);
         pid
     }
 }
@@ -344,6 +359,7 @@ impl Simulation {
                     wake_at: Time::MAX,
                     rr_next: 1,
                     paused: 0,
+                    nonempty: 0,
                     paused_since: [Time::ZERO; N_PRIO],
                     pause_clock: [0; N_PRIO],
                     paused_any_since: Time::ZERO,
@@ -597,7 +613,7 @@ impl Simulation {
     fn send_pfc(&mut self, p: u32, prio: u8, kind: PacketKind) {
         let mut pkt = Packet::new(kind);
         pkt.priority = prio;
-        pkt.wire_bytes = self.cfg.nic.control_bytes as u32;
+        pkt.wire_bytes = self.cfg.nic.control_bytes;
         let pid = self.arena.alloc(pkt);
         let port = &mut self.ports[p as usize];
         match kind {
@@ -719,4 +735,18 @@ fn build_mmu(cfg: &SwitchConfig, ports: &[PortState], mtu_wire: u64) -> Mmu {
         cfg.pfc.enabled,
         headroom,
     )
+}
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    fn sizes() {
+        eprintln!(
+            "packet {} port {} flow {} rec {} switch {}",
+            std::mem::size_of::<crate::packet::Packet>(),
+            std::mem::size_of::<super::PortState>(),
+            std::mem::size_of::<super::host::FlowState>(),
+            std::mem::size_of::<crate::metrics::FlowRecord>(),
+            std::mem::size_of::<super::switch::Switch>()
+        );
+    }
 }

@@ -129,7 +129,7 @@ impl EcnConfig {
 }
 
 /// One switch.
-pub(super) struct Switch {
+pub(crate) struct Switch {
     node: u32,
     /// Global ids of its ports.
     ports: Range<u32>,
@@ -280,18 +280,22 @@ impl Simulation {
             self.start_tx(p, pid);
             return;
         }
-        let prio = if !port.queues[CONTROL_PRIO as usize].is_empty() {
+        let prio = if port.nonempty & (1 << CONTROL_PRIO) != 0 {
             CONTROL_PRIO
         } else {
-            let start = port.rr_next as usize;
-            let Some(q) = (0..N_PRIO - 1)
-                .map(|k| 1 + (start - 1 + k) % (N_PRIO - 1))
-                .find(|&q| !port.queues[q].is_empty() && port.paused & (1 << q) == 0)
-            else {
+            // Round-robin over the non-empty, unpaused data priorities, from `rr_next` on.
+            let eligible = port.nonempty & !port.paused & !(1 << CONTROL_PRIO);
+            if eligible == 0 {
                 return;
-            };
-            port.rr_next = (1 + q % (N_PRIO - 1)) as u8;
-            q as u8
+            }
+            let from_next = eligible & (0xffu8 << port.rr_next);
+            let q = if from_next != 0 {
+                from_next.trailing_zeros()
+            } else {
+                eligible.trailing_zeros()
+            } as u8;
+            port.rr_next = if q as usize == N_PRIO - 1 { 1 } else { q + 1 };
+            q
         };
         let pid = port.dequeue(prio, &mut self.arena, now);
         let (kmin, kmax, pmax) = port.ecn;
@@ -329,7 +333,7 @@ impl Simulation {
                 actions: &mut self.lb_actions,
             };
             sw.lb.on_dequeue(&mut ctx, out_local, pkt);
-            pkt.lb.hop = pkt.lb.hop.wrapping_add(1);
+            pkt.hop = pkt.hop.wrapping_add(1);
             pkt.path_sig = (mix64(pkt.path_sig as u64 ^ (p as u64) << 32) >> 32) as u32;
         }
         self.start_tx(p, pid);
@@ -351,7 +355,7 @@ impl Simulation {
                     let mut pkt = Packet::new(PacketKind::LbControl);
                     pkt.src = self.switches[s as usize].node;
                     pkt.lb = header;
-                    pkt.wire_bytes = self.cfg.nic.control_bytes as u32;
+                    pkt.wire_bytes = self.cfg.nic.control_bytes;
                     let pid = self.arena.alloc(pkt);
                     let p = first + port as u32;
                     let now = self.now;
