@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pfcsim_core::cdf::FlowSizeCdf;
 use pfcsim_core::lb::registry;
-use pfcsim_core::run::{run_scenario, summarize, write_run_dir};
+use pfcsim_core::run::{build_simulation, run_scenario, summarize, write_run_dir};
 use pfcsim_core::spec::{Scenario, Spec, SpecError};
 use pfcsim_core::units::Time;
 use std::path::{Path, PathBuf};
@@ -76,7 +76,7 @@ fn load(path: &Path) -> Result<Scenario, SpecError> {
 
 fn validate(path: &Path) -> Result<(), String> {
     let sc = load(path).map_err(|e| e.to_string())?;
-    println!(
+    let line = format!(
         "{}: valid; {} hosts, {} switches, {} flows, scheme {}",
         path.display(),
         sc.topology.hosts.len(),
@@ -84,6 +84,8 @@ fn validate(path: &Path) -> Result<(), String> {
         sc.flows.len(),
         sc.spec.lb.name()
     );
+    build_simulation(sc).map_err(|e| e.to_string())?;
+    println!("{line}");
     Ok(())
 }
 

@@ -14,8 +14,10 @@
 //! when it is needed, the rate-increase steps due since the last cut are applied when the rate
 //! is read (at every packet the queue pair sends), and a decrease-check event is scheduled only
 //! for the first check boundary after a CNP. The results are the same as with real periodic
-//! timers (a timer that fires at the same picosecond as a CNP or a send is taken to fire
-//! first), and a finished flow leaves no timer behind.
+//! timers, with one tie rule: an alpha or increase boundary that falls at the same picosecond
+//! as a CNP or a send is applied first (a CNP that lands exactly on a pending decrease check
+//! is ordered by the event queue, i.e. by scheduling order). A finished flow leaves at most
+//! one pending decrease check behind, which then does nothing.
 
 use crate::units::{Rate, Time};
 use serde::{Deserialize, Serialize};

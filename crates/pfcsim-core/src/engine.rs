@@ -104,8 +104,7 @@ pub const fn mix64(mut z: u64) -> u64 {
 pub enum StreamKind {
     Traffic = 1,
     Switch = 2,
-    Host = 3,
-    Topology = 4,
+    Topology = 3,
 }
 
 /// The random number generator used by every component.
@@ -189,7 +188,7 @@ mod tests {
         let a2: u64 = rng_stream(7, StreamKind::Switch, 3).gen();
         let b: u64 = rng_stream(7, StreamKind::Switch, 4).gen();
         let c: u64 = rng_stream(8, StreamKind::Switch, 3).gen();
-        let d: u64 = rng_stream(7, StreamKind::Host, 3).gen();
+        let d: u64 = rng_stream(7, StreamKind::Topology, 3).gen();
         assert_eq!(a1, a2);
         assert!(a1 != b && a1 != c && a1 != d);
     }

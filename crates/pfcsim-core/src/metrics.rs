@@ -27,7 +27,8 @@ pub struct FlowRecord {
     /// FCT of the same flow alone in the fabric on its shortest path: store-and-forward
     /// pipeline of its packets plus the return of the final ACK.
     pub ideal_fct_ps: u64,
-    /// `fct / ideal_fct` (>= 1 up to rounding).
+    /// `fct / ideal_fct`. At least 1 up to rounding when the representative path (the fastest
+    /// link at every hop) is the fastest path, as in any fabric with uniform link rates.
     pub slowdown: Option<f64>,
     /// Data packets put on the wire by the sender, first transmissions and retransmissions.
     pub packets_sent: u64,
@@ -43,9 +44,13 @@ pub struct FlowRecord {
     pub ooo_arrivals: u64,
     /// Largest distance, in packets, between an out-of-order arrival and the expected sequence.
     pub max_ooo_degree: u32,
-    /// Data packets of the flow that waited at least once in a queue paused by PFC.
+    /// Data packets of the flow that reached the receiver after waiting at least once in a
+    /// queue paused by PFC.
     pub pfc_paused_packets: u64,
-    /// Sum over the flow's delivered data packets of the time each waited in PFC-paused queues.
+    /// Sum, over the flow's data packets that reached the receiver (in order or not), of the
+    /// time each waited in PFC-paused queues (to the nanosecond). At the sender's NIC this
+    /// counts the time the NIC port was paused for the flow's priority since its previous
+    /// packet, an upper bound when the flow was also held back by pacing.
     pub pfc_wait_total_ps: u64,
     /// Longest time a single data packet of the flow waited in PFC-paused queues.
     pub pfc_wait_max_ps: u64,
@@ -83,7 +88,8 @@ pub struct PortRecord {
     pub paused_time_ps: u64,
     /// Largest egress-queue occupancy seen, all priorities together, in bytes.
     pub peak_queue_bytes: u64,
-    /// Time-average egress-queue occupancy over the run, all priorities together, in bytes.
+    /// Time-average egress-queue occupancy from the first flow's start to the end of the run,
+    /// all priorities together, in bytes.
     pub mean_queue_bytes: f64,
     /// Data packets marked with ECN CE at dequeue.
     pub ecn_marks: u64,

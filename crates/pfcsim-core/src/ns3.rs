@@ -64,6 +64,8 @@ pub struct Ns3Flow {
     pub size_bytes: u64,
     /// Absolute simulated start time (the generators start traffic at 2 s).
     pub start: Time,
+    /// Line of the file the flow was read from (1-based).
+    pub line: usize,
 }
 
 /// Which kind of file an [`Ns3Error`] is about.
@@ -407,6 +409,7 @@ impl Record<'_> {
             dport,
             size_bytes,
             start,
+            line: self.line,
         })
     }
 
@@ -477,6 +480,7 @@ mod tests {
                 dport: None,
                 size_bytes: 102_905,
                 start: Time(2_000_000_070_000),
+                line: 2,
             }
         );
         assert_eq!(flows[flows.len() - 1].start, Time(2_009_999_610_000));
@@ -498,6 +502,7 @@ mod tests {
                 dport: Some(100),
                 size_bytes: 1000,
                 start: Time(2_000_000_070_000),
+                line: 2,
             }]
         );
         assert_eq!(parse_flows("0\n").unwrap(), vec![]);

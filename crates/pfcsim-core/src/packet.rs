@@ -59,7 +59,7 @@ pub struct Packet {
     pub flow: u32,
     pub src: u32,
     pub dst: u32,
-    /// Running hash of the egress ports taken, identifying the path.
+    /// Running hash of the egress ports a data packet took, identifying its path.
     pub path_sig: u32,
     /// Reading, in nanoseconds (wrapping), of the PFC pause clock of the queue the packet
     /// waits in, taken at enqueue.
@@ -67,7 +67,7 @@ pub struct Packet {
     /// Time this packet has spent in PFC-paused queues so far, in nanoseconds.
     pub pfc_wait_ns: u32,
     pub lb: LbHeader,
-    /// Hops taken so far in the fabric (incremented at every switch egress).
+    /// Switch hops a data packet has taken so far (incremented at every switch egress).
     pub hop: u8,
     pub kind: PacketKind,
     /// PFC priority class, 0..8. Priority 0 is the control class.

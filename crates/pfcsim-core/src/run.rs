@@ -1,5 +1,5 @@
-//! Spec in, results out: the one-call path used by the CLI, the Python bindings and the
-//! benchmarks.
+//! Spec in, results out: the one-call path used by the command-line front end and the
+//! benchmark.
 //!
 //! A run folder holds `spec.toml` (the resolved spec, every default filled in),
 //! `flows.parquet`, `ports.parquet`, `summary.parquet`, `stats.json` (run-wide counters and the
@@ -16,16 +16,19 @@ use crate::spec::{Scenario, Spec, SpecError};
 use crate::units::Time;
 use std::path::Path;
 
-/// Sets up the simulation of a prepared scenario (catching what only the full fabric
-/// reveals, such as a buffer smaller than its headroom) and runs it.
+/// Sets up the simulation of a prepared scenario, catching what only the full fabric
+/// reveals (such as a buffer too small for its headroom).
+pub fn build_simulation(sc: Scenario) -> Result<Simulation, SpecError> {
+    Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop).map_err(|e| {
+        SpecError {
+            message: e.to_string(),
+        }
+    })
+}
+
+/// Sets up and runs a prepared scenario.
 pub fn run_scenario(sc: Scenario, progress: &mut dyn FnMut(Time)) -> Result<RunOutput, SpecError> {
-    let sim =
-        Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop).map_err(|e| {
-            SpecError {
-                message: e.to_string(),
-            }
-        })?;
-    Ok(sim.run(progress))
+    Ok(build_simulation(sc)?.run(progress))
 }
 
 /// The summary of a run with the spec's size buckets.

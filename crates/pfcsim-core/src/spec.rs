@@ -3,8 +3,11 @@
 //!
 //! Reading a spec rejects, before anything runs: unknown keys (with the valid ones listed),
 //! values without or with wrong units, impossible values, unknown schemes and workloads.
-//! Every message starts with the key path of the offending value. [`Spec::resolved_toml`]
-//! gives the spec with every default filled in; it is saved next to every result.
+//! Every message names the file (and line, for syntax and type errors), then the key path of
+//! the offending value as deep as it can be traced (inside the tagged tables `[topology]`,
+//! `[cc]`, `[lb]` and `[[traffic]]` type errors name the table), then what would be valid.
+//! [`Spec::resolved_toml`] gives the spec with every default filled in; it is saved next to
+//! every result.
 
 use crate::cdf::FlowSizeCdf;
 use crate::dcqcn::DcqcnConfig;
@@ -285,14 +288,26 @@ impl Spec {
             check_red(&format!("switch.ecn.per_rate[{i}]"), o.kmin, o.kmax, o.pmax)?;
         }
         let nic = &self.nic;
-        if nic.payload.0 == 0 {
-            return err("nic.payload: must be above 0 (e.g. \"1000B\")");
+        if !(1..=9_000).contains(&nic.payload.0) {
+            return err(format!(
+                "nic.payload: {} is out of range; use 1B..=9000B (jumbo frames at most, e.g. \"1000B\")",
+                nic.payload
+            ));
+        }
+        if nic.header_bytes > 512 {
+            return err(format!(
+                "nic.header_bytes: {} is out of range; use 0..=512",
+                nic.header_bytes
+            ));
         }
         if nic.ack_interval == 0 {
             return err("nic.ack_interval: must be at least 1 (ACK every N packets)");
         }
-        if nic.control_bytes == 0 {
-            return err("nic.control_bytes: must be above 0 (e.g. 64)");
+        if !(1..=512).contains(&nic.control_bytes) {
+            return err(format!(
+                "nic.control_bytes: {} is out of range; use 1..=512 (e.g. 64)",
+                nic.control_bytes
+            ));
         }
         if let CcConfig::Dcqcn(d) = &self.cc {
             validate_dcqcn(d)?;

@@ -211,6 +211,18 @@ impl TrafficSpec {
                         "{key}.load_of: the topology has no core links (every host is under one switch); use load_of = \"host\""
                     )));
                 }
+                if p.cross_tor_only {
+                    let tors: std::collections::BTreeSet<u32> = topo
+                        .hosts
+                        .iter()
+                        .map(|&h| topo.tor_of[h as usize])
+                        .collect();
+                    if tors.len() < 2 {
+                        return Err(TrafficError(format!(
+                            "{key}.cross_tor_only: every host is under one switch, so no flow can cross ToRs; set it to false"
+                        )));
+                    }
+                }
                 let per_second = p.load * capacity / (8.0 * cdf.mean());
                 let mean_gap_ps = 1e12 / per_second;
                 let hosts = &topo.hosts;
@@ -234,15 +246,6 @@ impl TrafficSpec {
                     };
                     let size = cdf.sample(rng.gen());
                     flows.push(flow(src, dst, size, Time(t as u64), p.priority, "poisson"));
-                }
-                if p.cross_tor_only {
-                    let tors: std::collections::BTreeSet<u32> =
-                        hosts.iter().map(|&h| topo.tor_of[h as usize]).collect();
-                    if tors.len() < 2 {
-                        return Err(TrafficError(format!(
-                            "{key}.cross_tor_only: every host is under one switch, so no flow can cross ToRs; set it to false"
-                        )));
-                    }
                 }
                 Ok(flows)
             }
@@ -341,7 +344,7 @@ impl TrafficSpec {
                                 "{key}.path: {}: flow {} (line {}): {what} {node} is not a host of the topology; hosts are {}",
                                 f.path,
                                 i,
-                                i + 2,
+                                fl.line,
                                 describe_hosts(&topo.hosts)
                             )));
                         }
@@ -351,7 +354,7 @@ impl TrafficSpec {
                             "{key}.path: {}: flow {} (line {}): priority {} is out of range; use 1..=7",
                             f.path,
                             i,
-                            i + 2,
+                            fl.line,
                             fl.priority
                         )));
                     }

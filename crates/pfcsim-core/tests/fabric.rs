@@ -212,8 +212,10 @@ fn spraying_reorders_and_go_back_n_retransmits_while_ecmp_does_not() {
     let flows: Vec<FlowSpec> = (0..8)
         .map(|i| flow(i, 8 + i, 2_000_000, Time::from_ns(137 * i as u64)))
         .collect();
-    let mut cfg = FabricConfig::default();
-    cfg.lb = LbConfig::Rps(RpsConfig {});
+    let cfg = FabricConfig {
+        lb: LbConfig::Rps(RpsConfig {}),
+        ..Default::default()
+    };
     let sprayed = drain(&topo, cfg, flows.clone(), 3);
     assert_lossless_and_conserved(&sprayed);
     let sum = |out: &RunOutput, f: fn(&pfcsim_core::metrics::FlowRecord) -> u64| -> u64 {

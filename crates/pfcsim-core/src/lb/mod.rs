@@ -9,13 +9,18 @@
 //! * read-only views of its switch's ports: per-priority queue bytes, PFC pause state, rate;
 //! * the switch's own RNG stream;
 //! * [`LbAction`]s applied by the switch after the call: send a scheme message to a neighbour
-//!   (a real packet that is serialized and propagates on the link), set a timer, recirculate
-//!   a packet.
+//!   (a real packet that is serialized and propagates on the link, in the strict-priority
+//!   control queue), or set a timer.
 //!
-//! Hooks: `choose` (data packet needs an egress among equal-cost candidates), `on_dequeue`
-//! (a packet leaves an egress queue: metadata can be stamped on it), `on_control` (a scheme
-//! message from a neighbour arrived) and `on_timer`. Control packets (ACK, NACK, CNP, PFC)
-//! are never given to a scheme: switches route them with ECMP, as the RDMA references do.
+//! Hooks: `choose` (a data packet needs an egress among equal-cost candidates), `on_dequeue`
+//! (a data packet leaves an egress queue; the scheme may stamp its `lb` header), `on_control`
+//! (a scheme message from a neighbour arrived) and `on_timer`. Data packets carry the
+//! [`LbHeader`] (a path tag chosen by a sender or source switch, and one scheme-defined
+//! field) and a hop count. Control packets (ACK, NACK, CNP, PFC) are never given to a scheme:
+//! switches route them with ECMP, as the RDMA references do.
+//!
+//! Recirculation (RLB) is planned as a loopback port: a switch port whose link leads back to
+//! the same switch, so recirculated packets take real serialization time and buffer space.
 
 pub mod ecmp;
 pub mod rps;
@@ -117,7 +122,7 @@ impl SwitchLb {
         }
     }
 
-    /// A packet leaves egress `port`; the scheme may rewrite its `lb` header.
+    /// A data packet leaves egress `port`; the scheme may stamp its `lb` header.
     #[inline]
     pub fn on_dequeue(&mut self, _ctx: &mut LbCtx, _port: u16, _pkt: &mut Packet) {
         match self {

@@ -5,7 +5,8 @@
 //! * Sender: per-QP rate pacing (line rate, or the DCQCN rate), the NIC serves ACK/NACKs
 //!   first, then round-robins over QPs that have data, are not PFC-paused and whose pacing
 //!   allows; go-back-N on NACK (resend from the first unacknowledged byte); a retransmission
-//!   timeout restarted by every data packet sent and every ACK.
+//!   timeout restarted by every data packet sent and by every ACK that leaves data
+//!   outstanding; one timer event per host checks the deadlines of its flows.
 //! * Receiver: accepts only the next expected packet; ACKs every `ack_interval` packets (and
 //!   the last one); on a gap sends a NACK (at most one per expected sequence per
 //!   `nack_interval`) and discards the packet; on a duplicate re-sends an ACK.
@@ -281,14 +282,12 @@ impl Simulation {
         let host = &mut self.hosts[h as usize];
         let p = host.port;
         let port = &mut self.ports[p as usize];
-        let strict = self.cfg.switch.control_strict_priority;
-        if let Some(&pid) = port.queues[CONTROL_PRIO as usize].front() {
-            let prio = self.arena.get(pid).priority;
-            if strict || !port.is_paused(prio) {
-                let pid = port.dequeue(CONTROL_PRIO, &mut self.arena, self.now);
-                self.start_tx(p, pid);
-                return;
-            }
+        // ACKs and NACKs go first and are never held by PFC at the NIC (as in both
+        // references, whatever the switches do with them).
+        if port.nonempty & (1 << CONTROL_PRIO) != 0 {
+            let pid = port.dequeue(CONTROL_PRIO, &mut self.arena, self.now);
+            self.start_tx(p, pid);
+            return;
         }
         let n = host.sending.len();
         let mut earliest = Time::MAX;

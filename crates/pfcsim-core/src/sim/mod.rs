@@ -90,7 +90,7 @@ pub enum SetupError {
     EmptyFlow { index: usize },
     #[error("flow {index}: priority {priority} is out of range; data priorities are 1..=7 (0 is the control class)")]
     BadPriority { index: usize, priority: u8 },
-    #[error("switch {node}: the buffer ({buffer} B) is smaller than its ports' headroom and reserve ({set_aside} B); raise switch.buffer or lower switch.pfc.headroom")]
+    #[error("switch {node}: the buffer ({buffer} B) leaves no shared pool after its ports' headroom and reserve ({set_aside} B); raise switch.buffer or lower switch.pfc.headroom")]
     BufferTooSmall {
         node: u32,
         buffer: u64,
@@ -247,7 +247,7 @@ impl Event {
             Event::Arrival(p) => 2 << 60 | p as u64,
             Event::NicWake(h) => 3 << 60 | h as u64,
             Event::FlowStart => 4 << 60,
-            Event::Rto(f) => 5 << 60 | f as u64,
+            Event::Rto(h) => 5 << 60 | h as u64,
             Event::DcqcnDecrease(f) => 6 << 60 | f as u64,
             Event::LbTimer(s, t) => 7 << 60 | (s as u64) << 40 ^ t,
         }
@@ -295,6 +295,8 @@ pub struct Simulation {
     flows_finished: u64,
     cfg: FabricConfig,
     stop: StopRule,
+    /// Start of the first flow: time averages are taken from here.
+    measure_from: Time,
     bytes_offered: u64,
     bytes_delivered: u64,
     payload_sent: u64,
@@ -380,13 +382,19 @@ impl Simulation {
             }
         }
 
+        // Hop distance from every node to every host, computed once for routing and ideal FCTs.
+        let to_host: Vec<Vec<u32>> = topo
+            .hosts
+            .iter()
+            .map(|&h| topo.hop_distances_with(&adj, h))
+            .collect();
         let mut switches = Vec::with_capacity(n_sw as usize);
         let mut hosts = Vec::with_capacity(n_host as usize);
         for node in 0..n {
             let range = first_port[node]..first_port[node + 1];
             match node_ref[node] {
                 NodeRef::Switch(_) => {
-                    let sw = Switch::new(node as u32, range, topo, &adj, &ports, &cfg, seed)?;
+                    let sw = Switch::new(node as u32, range, &adj, &to_host, &ports, &cfg, seed)?;
                     switches.push(sw);
                 }
                 NodeRef::Host(_) => hosts.push(Host::new(node as u32, range.start)),
@@ -423,7 +431,8 @@ impl Simulation {
             .into_iter()
             .enumerate()
             .map(|(i, f)| {
-                let path = representative_path(topo, &adj, f.src, f.dst);
+                let dist = &to_host[host_index[f.dst as usize] as usize];
+                let path = representative_path(topo, &adj, dist, f.src, f.dst);
                 let ideal = ideal_fct(f.size, &path, &cfg.nic);
                 let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate;
                 FlowState::new(i as u32, f, ideal, line, &cfg.cc)
@@ -446,6 +455,7 @@ impl Simulation {
             flows_finished: 0,
             cfg,
             stop,
+            measure_from: Time::ZERO,
             bytes_offered: 0,
             bytes_delivered: 0,
             payload_sent: 0,
@@ -455,6 +465,7 @@ impl Simulation {
             lb_actions: Vec::new(),
         };
         if let Some(f) = sim.flows.first() {
+            sim.measure_from = f.spec.start;
             sim.events.schedule(f.spec.start, Event::FlowStart);
         }
         Ok(sim)
@@ -495,7 +506,7 @@ impl Simulation {
             Event::Arrival(p) => self.arrival(p),
             Event::NicWake(h) => self.nic_wake(h),
             Event::FlowStart => self.flow_start(),
-            Event::Rto(f) => self.rto_fired(f),
+            Event::Rto(h) => self.rto_fired(h),
             Event::DcqcnDecrease(f) => self.dcqcn_decrease(f),
             Event::LbTimer(s, token) => self.lb_timer(s, token),
         }
@@ -635,8 +646,9 @@ impl Simulation {
                 let mut rec = p.rec.clone();
                 let integral = p.queue_integral
                     + p.total_queue_bytes as u128 * (now - p.queue_changed).ps() as u128;
-                rec.mean_queue_bytes = if now.ps() > 0 {
-                    integral as f64 / now.ps() as f64
+                let span = now.saturating_sub(self.measure_from).ps();
+                rec.mean_queue_bytes = if span > 0 {
+                    integral as f64 / span as f64
                 } else {
                     0.0
                 };
@@ -677,10 +689,10 @@ impl Simulation {
 fn representative_path(
     topo: &Topology,
     adj: &[Vec<(u32, usize)>],
+    dist: &[u32],
     src: u32,
     dst: u32,
 ) -> Vec<(Rate, Time)> {
-    let dist = topo.hop_distances_with(adj, dst);
     let mut path = Vec::new();
     let mut at = src;
     while at != dst {
@@ -735,18 +747,4 @@ fn build_mmu(cfg: &SwitchConfig, ports: &[PortState], mtu_wire: u64) -> Mmu {
         cfg.pfc.enabled,
         headroom,
     )
-}
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn sizes() {
-        eprintln!(
-            "packet {} port {} flow {} rec {} switch {}",
-            std::mem::size_of::<crate::packet::Packet>(),
-            std::mem::size_of::<super::PortState>(),
-            std::mem::size_of::<super::host::FlowState>(),
-            std::mem::size_of::<crate::metrics::FlowRecord>(),
-            std::mem::size_of::<super::switch::Switch>()
-        );
-    }
 }

@@ -14,7 +14,6 @@ use crate::engine::{mix64, Rng};
 use crate::lb::{flow_hash, LbAction, LbCtx, SwitchLb};
 use crate::mmu::{Admission, Mmu};
 use crate::packet::{Packet, PacketId, PacketKind};
-use crate::topology::Topology;
 use crate::units::{Bytes, Rate};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -129,7 +128,7 @@ impl EcnConfig {
 }
 
 /// One switch.
-pub(crate) struct Switch {
+pub(super) struct Switch {
     node: u32,
     /// Global ids of its ports.
     ports: Range<u32>,
@@ -145,20 +144,20 @@ pub(crate) struct Switch {
 }
 
 impl Switch {
+    /// `to_host[i]`: hop distance from every node to the host of index `i`.
     pub(super) fn new(
         node: u32,
         ports: Range<u32>,
-        topo: &Topology,
         adj: &[Vec<(u32, usize)>],
+        to_host: &[Vec<u32>],
         all_ports: &[PortState],
         cfg: &FabricConfig,
         seed: u64,
     ) -> Result<Switch, SetupError> {
-        let mut routes = Vec::with_capacity(topo.hosts.len());
+        let mut routes = Vec::with_capacity(to_host.len());
         let mut next_hops = Vec::new();
         let neighbours = &adj[node as usize];
-        for &h in &topo.hosts {
-            let dist = topo.hop_distances_with(adj, h);
+        for dist in to_host {
             let offset = next_hops.len() as u32;
             let here = dist[node as usize];
             for (local, &(peer, _)) in neighbours.iter().enumerate() {
@@ -240,6 +239,11 @@ impl Simulation {
             candidates[(flow_hash(&pkt, sw.control_salt) % count as u64) as usize]
         };
         let out = sw.ports.start + out_local as u32;
+        // Whatever the scheme asked for happens even if the buffer then drops the packet.
+        if !self.lb_actions.is_empty() {
+            self.apply_lb_actions(s);
+        }
+        let sw = &mut self.switches[s as usize];
         let prio = if pkt.kind.is_control() && strict {
             CONTROL_PRIO
         } else {
@@ -262,9 +266,6 @@ impl Simulation {
         let pkt = self.arena.get_mut(pid);
         pkt.ingress_port = in_local;
         self.ports[out as usize].enqueue(prio, pid, pkt, now);
-        if !self.lb_actions.is_empty() {
-            self.apply_lb_actions(s);
-        }
         if pause {
             self.send_pfc(in_port, prio, PacketKind::Pause);
         }
