@@ -148,7 +148,10 @@ fn run(path: &Path, out: Option<PathBuf>, quiet: bool) -> Result<(), String> {
         s.events as f64 / s.wall_seconds / 1e6,
         peak_memory().unwrap_or_else(|| "unknown".into())
     );
-    println!("fingerprint {:016x}", s.fingerprint);
+    println!(
+        "fingerprint {:016x}  peak packets in flight {}",
+        s.fingerprint, output.peak_packets
+    );
     println!("results in {}", out_dir.display());
     Ok(())
 }

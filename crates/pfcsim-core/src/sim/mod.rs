@@ -98,6 +98,16 @@ pub enum SetupError {
     },
 }
 
+/// One priority queue of an egress port, with everything an enqueue or dequeue touches.
+#[derive(Default)]
+struct PrioQueue {
+    packets: VecDeque<PacketId>,
+    bytes: u64,
+    /// Total time this priority has been paused, up to `paused_since` of a current pause.
+    pause_clock: u64,
+    paused_since: Time,
+}
+
 /// Read-only view of a port, also handed to load balancers.
 #[repr(C)] // fields in order of use per packet, so a hop touches few cache lines
 pub struct PortState {
@@ -107,6 +117,10 @@ pub struct PortState {
     /// is stale and ignored.
     wake_at: Time,
     total_queue_bytes: u64,
+    /// Time of the last change of `total_queue_bytes`.
+    queue_changed: Time,
+    rate: Rate,
+    delay: Time,
     node: u32,
     peer: u32,
     /// Bit `q` set: the queue of priority `q` is not empty.
@@ -115,30 +129,27 @@ pub struct PortState {
     paused: u8,
     /// Data priority the round-robin tries first.
     rr_next: u8,
-    rate: Rate,
-    delay: Time,
-    in_flight: VecDeque<(Time, PacketId)>,
-    queue_bytes: [u64; N_PRIO],
     /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
     queue_integral: u128,
-    queue_changed: Time,
-    queues: [VecDeque<PacketId>; N_PRIO],
-    /// PFC frames waiting to go out; they go before anything else.
-    pfc_out: VecDeque<PacketId>,
+    tx_packets: u64,
+    tx_bytes: u64,
+    peak_queue_bytes: u64,
     /// RED parameters of this egress: (kmin, kmax, pmax).
     ecn: (u64, u64, f64),
-    /// Total paused time per priority, up to `paused_since` of a current pause.
-    pause_clock: [u64; N_PRIO],
-    paused_since: [Time; N_PRIO],
+    in_flight: VecDeque<(Time, PacketId)>,
+    /// PFC frames waiting to go out; they go before anything else.
+    pfc_out: VecDeque<PacketId>,
+    prio: [PrioQueue; N_PRIO],
     paused_any_since: Time,
     peer_node: u32,
+    /// The counters not kept above.
     rec: PortRecord,
 }
 
 impl PortState {
     /// Bytes waiting in the egress queue of priority `prio`.
     pub fn queue_bytes(&self, prio: u8) -> u64 {
-        self.queue_bytes[prio as usize]
+        self.prio[prio as usize].bytes
     }
     /// Bytes waiting in all egress queues.
     pub fn total_queue_bytes(&self) -> u64 {
@@ -162,11 +173,11 @@ impl PortState {
     /// Total time priority `prio` has been paused up to `now`.
     #[inline]
     fn pause_clock(&self, prio: u8, now: Time) -> u64 {
-        let base = self.pause_clock[prio as usize];
+        let q = &self.prio[prio as usize];
         if self.is_paused(prio) {
-            base + (now - self.paused_since[prio as usize]).ps()
+            q.pause_clock + (now - q.paused_since).ps()
         } else {
-            base
+            q.pause_clock
         }
     }
 
@@ -188,25 +199,28 @@ impl PortState {
     fn enqueue(&mut self, prio: u8, pid: PacketId, pkt: &mut Packet, now: Time) {
         self.integrate_queue(now);
         pkt.pause_mark = self.pause_clock_ns(prio, now);
-        self.queues[prio as usize].push_back(pid);
+        let q = &mut self.prio[prio as usize];
+        q.packets.push_back(pid);
+        q.bytes += pkt.wire_bytes as u64;
         self.nonempty |= 1 << prio;
-        self.queue_bytes[prio as usize] += pkt.wire_bytes as u64;
         self.total_queue_bytes += pkt.wire_bytes as u64;
-        self.rec.peak_queue_bytes = self.rec.peak_queue_bytes.max(self.total_queue_bytes);
+        self.peak_queue_bytes = self.peak_queue_bytes.max(self.total_queue_bytes);
     }
 
     /// Removes the head of queue `prio`, charging its PFC wait to the packet.
     #[inline]
     fn dequeue(&mut self, prio: u8, arena: &mut PacketArena, now: Time) -> PacketId {
-        let pid = self.queues[prio as usize]
+        self.integrate_queue(now);
+        let q = &mut self.prio[prio as usize];
+        let pid = q
+            .packets
             .pop_front()
             .expect("dequeue from a non-empty queue");
-        if self.queues[prio as usize].is_empty() {
+        let pkt = arena.get_mut(pid);
+        q.bytes -= pkt.wire_bytes as u64;
+        if q.packets.is_empty() {
             self.nonempty &= !(1 << prio);
         }
-        self.integrate_queue(now);
-        let pkt = arena.get_mut(pid);
-        self.queue_bytes[prio as usize] -= pkt.wire_bytes as u64;
         self.total_queue_bytes -= pkt.wire_bytes as u64;
         let waited = self.pause_clock_ns(prio, now).wrapping_sub(pkt.pause_mark);
         pkt.pfc_wait_ns = pkt.pfc_wait_ns.saturating_add(waited);
@@ -353,17 +367,17 @@ impl Simulation {
                     peer_node,
                     rate: l.rate,
                     delay: l.delay,
-                    queues: Default::default(),
+                    prio: Default::default(),
+                    tx_packets: 0,
+                    tx_bytes: 0,
+                    peak_queue_bytes: 0,
                     pfc_out: VecDeque::new(),
-                    queue_bytes: [0; N_PRIO],
                     total_queue_bytes: 0,
                     busy_until: Time::ZERO,
                     wake_at: Time::MAX,
                     rr_next: 1,
                     paused: 0,
                     nonempty: 0,
-                    paused_since: [Time::ZERO; N_PRIO],
-                    pause_clock: [0; N_PRIO],
                     paused_any_since: Time::ZERO,
                     queue_integral: 0,
                     queue_changed: Time::ZERO,
@@ -520,8 +534,8 @@ impl Simulation {
         let port = &mut self.ports[p as usize];
         debug_assert!(port.busy_until <= self.now);
         let wire = self.arena.get(pid).wire_bytes as u64;
-        port.rec.tx_packets += 1;
-        port.rec.tx_bytes += wire;
+        port.tx_packets += 1;
+        port.tx_bytes += wire;
         let done = self.now + port.rate.tx_time(wire);
         port.busy_until = done;
         let arrival = done + port.delay;
@@ -603,12 +617,13 @@ impl Simulation {
                         port.paused_any_since = now;
                     }
                     port.paused |= bit;
-                    port.paused_since[q] = now;
+                    port.prio[q].paused_since = now;
                 }
             }
             PacketKind::Resume => {
                 if port.paused & bit != 0 {
-                    port.pause_clock[q] += (now - port.paused_since[q]).ps();
+                    let pq = &mut port.prio[q];
+                    pq.pause_clock += (now - pq.paused_since).ps();
                     port.paused &= !bit;
                     if port.paused == 0 {
                         port.rec.paused_time_ps += (now - port.paused_any_since).ps();
@@ -644,6 +659,9 @@ impl Simulation {
             .iter()
             .map(|p| {
                 let mut rec = p.rec.clone();
+                rec.tx_packets = p.tx_packets;
+                rec.tx_bytes = p.tx_bytes;
+                rec.peak_queue_bytes = p.peak_queue_bytes;
                 let integral = p.queue_integral
                     + p.total_queue_bytes as u128 * (now - p.queue_changed).ps() as u128;
                 let span = now.saturating_sub(self.measure_from).ps();

@@ -300,7 +300,7 @@ impl Simulation {
         };
         let pid = port.dequeue(prio, &mut self.arena, now);
         let (kmin, kmax, pmax) = port.ecn;
-        let queue_after = port.queue_bytes[prio as usize];
+        let queue_after = port.queue_bytes(prio);
         let sw = &mut self.switches[s as usize];
         let out_local = (p - sw.ports.start) as u16;
         let pkt = self.arena.get_mut(pid);
