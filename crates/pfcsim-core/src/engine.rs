@@ -105,6 +105,7 @@ pub enum StreamKind {
     Traffic = 1,
     Switch = 2,
     Topology = 3,
+    Ecn = 4,
 }
 
 /// The random number generator used by every component.

@@ -726,9 +726,15 @@ fn representative_path(
     path
 }
 
-/// An RNG stream for a switch's random decisions (ECN marking, load balancing).
+/// The RNG stream of a switch's load balancer.
 fn switch_rng(seed: u64, node: u32) -> Rng {
     rng_stream(seed, StreamKind::Switch, node as u64)
+}
+
+/// The RNG stream of a switch's ECN marking, separate from the load balancer's so that two
+/// schemes compared on the same seed see the same marking draws (common random numbers).
+fn ecn_rng(seed: u64, node: u32) -> Rng {
+    rng_stream(seed, StreamKind::Ecn, node as u64)
 }
 
 /// Headroom of a port: what arrives after the switch decides to pause the link's far end.

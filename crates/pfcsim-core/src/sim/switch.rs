@@ -8,7 +8,7 @@
 //! dequeue on the egress queue length. Not modelled: switching latency inside the switch,
 //! cut-through forwarding, egress buffer limits, multicast, link-level errors.
 
-use super::{build_mmu, switch_rng, PortState, SetupError, Simulation, CONTROL_PRIO};
+use super::{build_mmu, ecn_rng, switch_rng, PortState, SetupError, Simulation, CONTROL_PRIO};
 use super::{FabricConfig, N_PRIO};
 use crate::engine::{mix64, Rng};
 use crate::lb::{flow_hash, LbAction, LbCtx, SwitchLb};
@@ -140,7 +140,10 @@ pub(super) struct Switch {
     lb: SwitchLb,
     /// Salt of the ECMP hash used for control packets.
     control_salt: u64,
+    /// Random stream of the load balancer.
     rng: Rng,
+    /// Random stream of ECN marking.
+    ecn_rng: Rng,
 }
 
 impl Switch {
@@ -188,6 +191,7 @@ impl Switch {
             lb: cfg.lb.instantiate(node),
             control_salt: mix64(node as u64 ^ 0x5eed),
             rng: switch_rng(seed, node),
+            ecn_rng: ecn_rng(seed, node),
         })
     }
 }
@@ -318,7 +322,7 @@ impl Simulation {
             if queue_after > kmin {
                 let mark = queue_after >= kmax || {
                     let prob = pmax * (queue_after - kmin) as f64 / (kmax - kmin) as f64;
-                    sw.rng.gen::<f64>() < prob
+                    sw.ecn_rng.gen::<f64>() < prob
                 };
                 if mark {
                     pkt.ce = true;
