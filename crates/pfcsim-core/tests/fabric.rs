@@ -248,11 +248,11 @@ fn dcqcn_shares_a_bottleneck_fairly_and_holds_the_queue_near_the_ecn_band() {
         flow(0, 2, 200_000_000, Time::ZERO),
         flow(1, 2, 200_000_000, Time::ZERO),
     ];
-    let cfg = FabricConfig {
+    let dcqcn = FabricConfig {
         cc: CcConfig::Dcqcn(DcqcnConfig::default()),
         ..Default::default()
     };
-    let run_until = |t: Time| {
+    let run_until = |cfg: &FabricConfig, t: Time| {
         let stop = StopRule {
             at: t,
             when_flows_done: false,
@@ -263,8 +263,8 @@ fn dcqcn_shares_a_bottleneck_fairly_and_holds_the_queue_near_the_ecn_band() {
     };
     // Runs are deterministic, so the difference of two runs measures the window between.
     let (t1, t2) = (Time::from_ms(5), Time::from_ms(10));
-    let a = run_until(t1);
-    let b = run_until(t2);
+    let a = run_until(&dcqcn, t1);
+    let b = run_until(&dcqcn, t2);
     let window = (t2 - t1).as_secs_f64();
     let rate = |i: usize| {
         let acked = |o: &RunOutput| o.flows[i].packets_sent as f64 * 1000.0;
@@ -285,14 +285,26 @@ fn dcqcn_shares_a_bottleneck_fairly_and_holds_the_queue_near_the_ecn_band() {
             .unwrap()
             .clone()
     };
-    let mean_queue = (port(&b).mean_queue_bytes * t2.ps() as f64
-        - port(&a).mean_queue_bytes * t1.ps() as f64)
-        / (t2 - t1).ps() as f64;
+    let window_mean_queue = |a: &RunOutput, b: &RunOutput| {
+        (port(b).mean_queue_bytes * t2.ps() as f64 - port(a).mean_queue_bytes * t1.ps() as f64)
+            / (t2 - t1).ps() as f64
+    };
+    let mean_queue = window_mean_queue(&a, &b);
     assert!(
         (20_000.0..400_000.0).contains(&mean_queue),
         "mean queue {mean_queue:.0} B, ECN band 100-400 KB"
     );
     assert!(b.flows.iter().all(|f| f.cnps_received > 0));
+    // Without the reaction point the same flows keep the queue at the PFC threshold, far
+    // above the ECN band, and pause the senders.
+    let line_rate = line_rate_only();
+    let (a, b) = (run_until(&line_rate, t1), run_until(&line_rate, t2));
+    let uncontrolled = window_mean_queue(&a, &b);
+    assert!(
+        uncontrolled > 400_000.0,
+        "without DCQCN the queue is {uncontrolled:.0} B"
+    );
+    assert!(b.ports.iter().map(|p| p.pfc_pauses_sent).sum::<u64>() > 0);
 }
 
 #[test]
