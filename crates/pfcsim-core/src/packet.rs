@@ -41,8 +41,10 @@ impl PacketKind {
 /// of them it uses and how.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LbHeader {
-    /// Path chosen by the sender or the source switch (host-side schemes, source routing).
-    /// 0 means "none": switches decide on their own.
+    /// Path chosen by the sender (pinned flows, host-side schemes) or a source switch: byte
+    /// `h` (bits `8h..8h+8`) is the choice at the packet's `h`-th switch hop, 0 for "the switch
+    /// decides", `c + 1` for the `c`-th equal-cost next hop (modulo their number). Switches
+    /// honour it before asking their own scheme. 0 means no choice at any hop.
     pub path_tag: u32,
     /// A scheme-defined field (e.g. a congestion metric and its feedback, packed).
     pub meta: u32,

@@ -129,6 +129,10 @@ pub struct ScriptedFlow {
     pub start: Time,
     #[serde(default = "default_priority")]
     pub priority: u8,
+    /// Pinned path: at the flow's `h`-th switch hop take equal-cost next hop `path[h]`
+    /// (0-based, in port order; at most 4 hops). Empty: the switches' scheme decides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -190,6 +194,7 @@ impl TrafficSpec {
             priority,
             dport: 100,
             source,
+            path_tag: 0,
         };
         match self {
             TrafficSpec::Poisson(p) => {
@@ -325,9 +330,21 @@ impl TrafficSpec {
                             "{key}.flows[{i}].size: a flow needs at least one byte"
                         )));
                     }
-                    flows.push(flow(
-                        f.src, f.dst, f.size.0, f.start, f.priority, "scripted",
-                    ));
+                    if f.path.len() > 4 || f.path.contains(&u8::MAX) {
+                        return Err(TrafficError(format!(
+                            "{key}.flows[{i}].path: {:?} is not a valid path; give at most 4 next-hop choices, each 0..=254",
+                            f.path
+                        )));
+                    }
+                    let mut pinned =
+                        flow(f.src, f.dst, f.size.0, f.start, f.priority, "scripted");
+                    pinned.path_tag = f
+                        .path
+                        .iter()
+                        .enumerate()
+                        .map(|(hop, &c)| (c as u32 + 1) << (8 * hop))
+                        .sum();
+                    flows.push(pinned);
                 }
                 Ok(flows)
             }
@@ -366,6 +383,7 @@ impl TrafficSpec {
                         priority: fl.priority,
                         dport: fl.dport.unwrap_or(100),
                         source: "flow_file",
+                        path_tag: 0,
                     });
                 }
                 Ok(flows)
@@ -483,6 +501,28 @@ mod tests {
     }
 
     #[test]
+    fn scripted_paths_encode_one_byte_per_hop() {
+        let t = topo();
+        let scripted = |path: Vec<u8>| {
+            TrafficSpec::Scripted(ScriptedSpec {
+                flows: vec![ScriptedFlow {
+                    src: 0,
+                    dst: 20,
+                    size: Bytes(10),
+                    start: Time::ZERO,
+                    priority: 3,
+                    path,
+                }],
+            })
+            .generate(0, &ctx(&t))
+        };
+        assert_eq!(scripted(vec![]).unwrap()[0].path_tag, 0);
+        assert_eq!(scripted(vec![2, 0]).unwrap()[0].path_tag, 0x0103);
+        let e = scripted(vec![0; 5]).unwrap_err();
+        assert!(e.0.starts_with("traffic[0].flows[0].path: [0, 0, 0, 0, 0] is not a valid path"));
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         let t = topo();
         let e = poisson(1.0, LoadOf::Host)
@@ -499,6 +539,7 @@ mod tests {
                 size: Bytes(10),
                 start: Time::ZERO,
                 priority: 3,
+                path: vec![],
             }],
         });
         let e = spec.generate(0, &ctx(&t)).unwrap_err();

@@ -341,6 +341,7 @@ impl Simulation {
         pkt.sport = flow.sport;
         pkt.dport = flow.spec.dport;
         pkt.priority = flow.spec.priority;
+        pkt.lb.path_tag = flow.spec.path_tag;
         pkt.seq = seq;
         pkt.payload = payload as u16;
         pkt.wire_bytes = payload as u16 + header;

@@ -72,6 +72,9 @@ pub struct FlowSpec {
     pub priority: u8,
     pub dport: u16,
     pub source: &'static str,
+    /// Path pinned by the sender, stamped on every data packet (0: none); see
+    /// [`crate::packet::LbHeader::path_tag`] for the encoding.
+    pub path_tag: u32,
 }
 
 /// Why a simulation cannot be set up.

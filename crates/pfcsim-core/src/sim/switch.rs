@@ -227,8 +227,11 @@ impl Simulation {
         let host = self.host_index[pkt.dst as usize];
         let (offset, count) = sw.routes[host as usize];
         let candidates = &sw.next_hops[offset as usize..offset as usize + count as usize];
+        let pinned = (pkt.lb.path_tag >> (8 * pkt.hop.min(3) as u32)) & 0xff;
         let out_local = if count == 1 {
             candidates[0]
+        } else if pinned != 0 && pkt.kind == PacketKind::Data && pkt.hop < 4 {
+            candidates[(pinned as usize - 1) % count as usize]
         } else if pkt.kind == PacketKind::Data {
             let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
             let mut ctx = LbCtx {
