@@ -95,6 +95,8 @@ pub struct PortRecord {
     pub ecn_marks: u64,
     /// Packets dropped on arrival because the buffer was full (lossy mode, or headroom overrun).
     pub drops: u64,
+    /// Load-balancing scheme messages (warnings, feedback, probes) this port sent.
+    pub lb_messages_sent: u64,
 }
 
 /// Run-wide counters.

@@ -120,6 +120,7 @@ fn port_columns(rows: &[PortRecord]) -> Columns<'_, PortRecord> {
         .prim::<Float64Type>("mean_queue_bytes", |p| p.mean_queue_bytes)
         .prim::<UInt64Type>("ecn_marks", |p| p.ecn_marks)
         .prim::<UInt64Type>("drops", |p| p.drops)
+        .prim::<UInt64Type>("lb_messages_sent", |p| p.lb_messages_sent)
 }
 
 fn summary_columns(rows: &[SummaryRow]) -> Columns<'_, SummaryRow> {
@@ -884,7 +885,7 @@ mod tests {
         assert_eq!(groups, 1);
         assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 10);
         let schema = batches[0].schema();
-        assert_eq!(schema.fields().len(), 16);
+        assert_eq!(schema.fields().len(), 17);
         assert_eq!(
             schema.field_with_name("port").unwrap().data_type(),
             &DataType::UInt16

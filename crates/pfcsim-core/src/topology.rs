@@ -44,7 +44,7 @@ pub enum TopologyError {
     Disconnected { from: u32, to: u32 },
     #[error("the topology has {0} hosts; at least 2 are needed")]
     TooFewHosts(usize),
-    #[error("link {index} joins node {node} to itself")]
+    #[error("link {index} joins host {node} to itself; only switches may have loopback links")]
     SelfLoop { index: usize, node: u32 },
     #[error("link {index} names node {node}, but the topology has only {nodes} nodes")]
     NodeOutOfRange { index: usize, node: u32, nodes: u32 },
@@ -203,7 +203,7 @@ impl Topology {
                     });
                 }
             }
-            if l.a == l.b {
+            if l.a == l.b && !is_switch[l.a as usize] {
                 return Err(TopologyError::SelfLoop { index, node: l.a });
             }
             degree[l.a as usize] += 1;
@@ -244,6 +244,24 @@ impl Topology {
             });
         }
         Ok(topo)
+    }
+
+    /// Adds one loopback link to every switch: a link from the switch to itself, whose two
+    /// ends are two ports of the switch. A load balancer can send a packet out of one end to
+    /// have it come back in at the other (recirculation), paying the link's serialization and
+    /// delay and the switch's buffer like any other packet.
+    pub fn with_loopbacks(mut self, rate: Rate, delay: Time) -> Topology {
+        for node in 0..self.nodes() as u32 {
+            if self.is_switch[node as usize] {
+                self.links.push(Link {
+                    a: node,
+                    b: node,
+                    rate,
+                    delay,
+                });
+            }
+        }
+        self
     }
 
     pub fn nodes(&self) -> usize {
@@ -304,7 +322,7 @@ impl Topology {
         }
         self.links
             .iter()
-            .filter(|l| self.is_switch[l.a as usize] && self.is_switch[l.b as usize])
+            .filter(|l| l.a != l.b && self.is_switch[l.a as usize] && self.is_switch[l.b as usize])
             .filter(|l| is_tor[l.a as usize] || is_tor[l.b as usize])
             .map(|l| l.rate.bps() as u128)
             .sum()

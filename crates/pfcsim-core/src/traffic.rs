@@ -336,8 +336,7 @@ impl TrafficSpec {
                             f.path
                         )));
                     }
-                    let mut pinned =
-                        flow(f.src, f.dst, f.size.0, f.start, f.priority, "scripted");
+                    let mut pinned = flow(f.src, f.dst, f.size.0, f.start, f.priority, "scripted");
                     pinned.path_tag = f
                         .path
                         .iter()
@@ -519,7 +518,9 @@ mod tests {
         assert_eq!(scripted(vec![]).unwrap()[0].path_tag, 0);
         assert_eq!(scripted(vec![2, 0]).unwrap()[0].path_tag, 0x0103);
         let e = scripted(vec![0; 5]).unwrap_err();
-        assert!(e.0.starts_with("traffic[0].flows[0].path: [0, 0, 0, 0, 0] is not a valid path"));
+        assert!(e
+            .0
+            .starts_with("traffic[0].flows[0].path: [0, 0, 0, 0, 0] is not a valid path"));
     }
 
     #[test]

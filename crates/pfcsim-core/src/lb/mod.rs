@@ -19,10 +19,15 @@
 //! field) and a hop count. Control packets (ACK, NACK, CNP, PFC) are never given to a scheme:
 //! switches route them with ECMP, as the RDMA references do.
 //!
-//! Recirculation (RLB) is planned as a loopback port: a switch port whose link leads back to
-//! the same switch, so recirculated packets take real serialization time and buffer space.
+//! Recirculation: with `[switch.loopback]` every switch has a loopback link whose two ends are
+//! two of its ports. `choose` may return `ctx.loopback` instead of a candidate; the packet is
+//! then serialized on the loopback, charged to the buffer like any packet, and comes back in
+//! at the other end (`ctx.loopback + 1`, visible as `pkt.ingress_port`) to be routed again.
+//! A loopback egress does not count as a hop in `pkt.hop`.
 
 pub mod ecmp;
+#[cfg(test)]
+pub mod probe;
 pub mod rps;
 
 use crate::engine::Rng;
@@ -51,6 +56,10 @@ pub struct LbCtx<'a> {
     pub node: u32,
     /// The switch's ports, by local index.
     pub ports: &'a [PortState],
+    /// Local index of the switch's loopback egress, if it has one: a scheme may return it
+    /// from `choose` to recirculate the packet, which comes back in at the loopback's other
+    /// end (`loopback + 1`) after the link's serialization and delay.
+    pub loopback: Option<u16>,
     pub rng: &'a mut Rng,
     pub actions: &'a mut Vec<LbAction>,
 }
@@ -63,6 +72,9 @@ pub enum LbConfig {
     Ecmp(EcmpConfig),
     /// Random packet spraying over equal-cost next hops.
     Rps(RpsConfig),
+    /// Test-only scheme exercising recirculation, timers and scheme messages.
+    #[cfg(test)]
+    Probe(probe::ProbeConfig),
 }
 
 impl Default for LbConfig {
@@ -92,6 +104,8 @@ impl LbConfig {
         match self {
             LbConfig::Ecmp(_) => "ecmp",
             LbConfig::Rps(_) => "rps",
+            #[cfg(test)]
+            LbConfig::Probe(_) => "probe",
         }
     }
 
@@ -100,6 +114,8 @@ impl LbConfig {
         match self {
             LbConfig::Ecmp(c) => SwitchLb::Ecmp(Ecmp::new(c, node)),
             LbConfig::Rps(_) => SwitchLb::Rps(Rps),
+            #[cfg(test)]
+            LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }
     }
 }
@@ -109,6 +125,8 @@ impl LbConfig {
 pub enum SwitchLb {
     Ecmp(Ecmp),
     Rps(Rps),
+    #[cfg(test)]
+    Probe(probe::Probe),
 }
 
 impl SwitchLb {
@@ -119,6 +137,8 @@ impl SwitchLb {
         match self {
             SwitchLb::Ecmp(s) => s.choose(pkt, candidates),
             SwitchLb::Rps(s) => s.choose(ctx.rng, candidates),
+            #[cfg(test)]
+            SwitchLb::Probe(s) => s.choose(ctx, pkt, candidates),
         }
     }
 
@@ -127,20 +147,30 @@ impl SwitchLb {
     pub fn on_dequeue(&mut self, _ctx: &mut LbCtx, _port: u16, _pkt: &mut Packet) {
         match self {
             SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {}
+            #[cfg(test)]
+            SwitchLb::Probe(_) => {}
         }
     }
 
     /// A scheme message from the neighbour on local port `port` arrived.
-    pub fn on_control(&mut self, _ctx: &mut LbCtx, _port: u16, _header: &LbHeader) {
+    pub fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
         match self {
-            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {}
+            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {
+                let _ = (ctx, port, header);
+            }
+            #[cfg(test)]
+            SwitchLb::Probe(s) => s.on_control(ctx, port, header),
         }
     }
 
     /// A timer set with [`LbAction::SetTimer`] fired.
-    pub fn on_timer(&mut self, _ctx: &mut LbCtx, _token: u64) {
+    pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         match self {
-            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {}
+            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {
+                let _ = (ctx, token);
+            }
+            #[cfg(test)]
+            SwitchLb::Probe(s) => s.on_timer(ctx, token),
         }
     }
 }

@@ -15,6 +15,8 @@
 
 mod host;
 mod switch;
+#[cfg(test)]
+mod tests;
 
 use crate::dcqcn::DcqcnConfig;
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
@@ -27,7 +29,7 @@ use crate::units::{Rate, Time};
 use std::collections::VecDeque;
 
 pub use host::{ideal_fct, NicConfig};
-pub use switch::{EcnConfig, EcnRateOverride, PfcConfig, SwitchConfig};
+pub use switch::{EcnConfig, EcnRateOverride, LoopbackConfig, PfcConfig, SwitchConfig};
 
 use host::{FlowState, Host};
 use switch::Switch;
@@ -358,10 +360,14 @@ impl Simulation {
         for (node, neighbours) in adj.iter().enumerate() {
             for (local, &(peer_node, link)) in neighbours.iter().enumerate() {
                 let l = &topo.links[link];
-                // The peer's port for this link: its position in the peer's adjacency.
+                // The peer's port for this link: its position in the peer's adjacency (for a
+                // loopback link, which appears twice in its switch's list, the other one).
                 let peer_local = adj[peer_node as usize]
                     .iter()
-                    .position(|&(_, li)| li == link)
+                    .enumerate()
+                    .position(|(i, &(_, li))| {
+                        li == link && (peer_node as usize != node || i != local)
+                    })
                     .expect("links appear at both ends");
                 let is_switch = topo.is_switch[node];
                 ports.push(PortState {

@@ -14,7 +14,7 @@ use crate::engine::{mix64, Rng};
 use crate::lb::{flow_hash, LbAction, LbCtx, SwitchLb};
 use crate::mmu::{Admission, Mmu};
 use crate::packet::{Packet, PacketId, PacketKind};
-use crate::units::{Bytes, Rate};
+use crate::units::{Bytes, Rate, Time};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
@@ -31,6 +31,9 @@ pub struct SwitchConfig {
     pub control_strict_priority: bool,
     pub pfc: PfcConfig,
     pub ecn: EcnConfig,
+    /// Give every switch a loopback link of this rate and delay, for schemes that recirculate
+    /// packets (unset: none).
+    pub loopback: Option<LoopbackConfig>,
 }
 
 impl Default for SwitchConfig {
@@ -40,8 +43,17 @@ impl Default for SwitchConfig {
             control_strict_priority: true,
             pfc: PfcConfig::default(),
             ecn: EcnConfig::default(),
+            loopback: None,
         }
     }
+}
+
+/// A switch's loopback link (`[switch.loopback]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopbackConfig {
+    pub rate: Rate,
+    pub delay: Time,
 }
 
 /// PFC parameters (`[switch.pfc]`).
@@ -140,6 +152,8 @@ pub(super) struct Switch {
     lb: SwitchLb,
     /// Salt of the ECMP hash used for control packets.
     control_salt: u64,
+    /// Local index of the loopback egress (its other end is the next port), if any.
+    loopback: Option<u16>,
     /// Random stream of the load balancer.
     rng: Rng,
     /// Random stream of ECN marking.
@@ -190,6 +204,10 @@ impl Switch {
             mmu,
             lb: cfg.lb.instantiate(node),
             control_salt: mix64(node as u64 ^ 0x5eed),
+            loopback: neighbours
+                .iter()
+                .position(|&(peer, _)| peer == node)
+                .map(|i| i as u16),
             rng: switch_rng(seed, node),
             ecn_rng: ecn_rng(seed, node),
         })
@@ -209,6 +227,7 @@ impl Simulation {
                 now: self.now,
                 node: sw.node,
                 ports,
+                loopback: sw.loopback,
                 rng: &mut sw.rng,
                 actions: &mut self.lb_actions,
             };
@@ -223,6 +242,7 @@ impl Simulation {
     fn switch_forward(&mut self, s: u32, in_local: u16, pid: PacketId) {
         let strict = self.cfg.switch.control_strict_priority;
         let sw = &mut self.switches[s as usize];
+        self.arena.get_mut(pid).ingress_port = in_local;
         let pkt = *self.arena.get(pid);
         let host = self.host_index[pkt.dst as usize];
         let (offset, count) = sw.routes[host as usize];
@@ -238,6 +258,7 @@ impl Simulation {
                 now: self.now,
                 node: sw.node,
                 ports,
+                loopback: sw.loopback,
                 rng: &mut sw.rng,
                 actions: &mut self.lb_actions,
             };
@@ -271,7 +292,6 @@ impl Simulation {
         let in_port = sw.ports.start + in_local as u32;
         let now = self.now;
         let pkt = self.arena.get_mut(pid);
-        pkt.ingress_port = in_local;
         self.ports[out as usize].enqueue(prio, pid, pkt, now);
         if pause {
             self.send_pfc(in_port, prio, PacketKind::Pause);
@@ -337,11 +357,14 @@ impl Simulation {
                 now,
                 node: sw.node,
                 ports,
+                loopback: sw.loopback,
                 rng: &mut sw.rng,
                 actions: &mut self.lb_actions,
             };
             sw.lb.on_dequeue(&mut ctx, out_local, pkt);
-            pkt.hop = pkt.hop.wrapping_add(1);
+            if Some(out_local) != sw.loopback {
+                pkt.hop = pkt.hop.wrapping_add(1);
+            }
             pkt.path_sig = (mix64(pkt.path_sig as u64 ^ (p as u64) << 32) >> 32) as u32;
         }
         self.start_tx(p, pid);
@@ -366,6 +389,7 @@ impl Simulation {
                     pkt.wire_bytes = self.cfg.nic.control_bytes;
                     let pid = self.arena.alloc(pkt);
                     let p = first + port as u32;
+                    self.ports[p as usize].rec.lb_messages_sent += 1;
                     let now = self.now;
                     let pkt = self.arena.get_mut(pid);
                     self.ports[p as usize].enqueue(CONTROL_PRIO, pid, pkt, now);
@@ -387,6 +411,7 @@ impl Simulation {
             now: self.now,
             node: sw.node,
             ports,
+            loopback: sw.loopback,
             rng: &mut sw.rng,
             actions: &mut self.lb_actions,
         };
