@@ -30,7 +30,10 @@ pub enum Threshold {
 /// What the MMU decided about an arriving packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
-    Accept,
+    /// Charged; `pause`: the switch must now send PAUSE for this (port, priority).
+    Accept {
+        pause: bool,
+    },
     Drop,
 }
 
@@ -45,12 +48,20 @@ pub struct Mmu {
     headroom: Vec<u64>,
     /// Σheadroom + Σreserve over ports: the part of the buffer the shared pool cannot use.
     set_aside: u64,
-    /// Reserve + shared bytes charged to (port, priority).
-    ingress: Vec<u64>,
-    /// Headroom bytes charged to (port, priority).
-    hdrm: Vec<u64>,
-    paused: Vec<bool>,
+    /// Per (port, priority), in one record so an update touches one cache line.
+    queues: Vec<IngressQueue>,
     shared_used: u64,
+}
+
+/// What the MMU holds for one (ingress port, priority).
+#[derive(Clone, Copy, Debug, Default)]
+struct IngressQueue {
+    /// Reserve + shared bytes charged.
+    ingress: u64,
+    /// Headroom bytes charged.
+    hdrm: u64,
+    /// PAUSE is outstanding.
+    paused: bool,
 }
 
 impl Mmu {
@@ -74,9 +85,7 @@ impl Mmu {
             pfc,
             headroom,
             set_aside,
-            ingress: vec![0; ports * N_PRIO],
-            hdrm: vec![0; ports * N_PRIO],
-            paused: vec![false; ports * N_PRIO],
+            queues: vec![IngressQueue::default(); ports * N_PRIO],
             shared_used: 0,
         }
     }
@@ -102,73 +111,64 @@ impl Mmu {
     }
 
     #[inline]
-    fn shared_of(&self, i: usize) -> u64 {
-        self.ingress[i].saturating_sub(self.reserve)
+    fn shared_of(&self, q: &IngressQueue) -> u64 {
+        q.ingress.saturating_sub(self.reserve)
     }
 
-    /// Decides whether a packet of `size` bytes from ingress `port` at priority `prio` fits.
-    pub fn admit(&self, port: usize, prio: u8, size: u64) -> Admission {
+    /// A packet of `size` bytes arrives on ingress `port` at priority `prio`: drop it, or
+    /// charge it and say whether the switch must now send PAUSE(prio) out of `port`.
+    #[inline]
+    pub fn arrive(&mut self, port: usize, prio: u8, size: u64) -> Admission {
+        let threshold = self.threshold();
         let i = Self::idx(port, prio);
-        let n = self.ingress[i] + size;
-        let over_threshold = n > self.reserve && n - self.reserve > self.threshold();
-        let drop = if self.pfc {
-            over_threshold && self.hdrm[i] + size > self.headroom[port]
-        } else {
-            over_threshold
-        };
-        if drop {
-            Admission::Drop
-        } else {
-            Admission::Accept
+        let mut q = self.queues[i];
+        let n = q.ingress + size;
+        let over_threshold = n > self.reserve && n - self.reserve > threshold;
+        if over_threshold && (!self.pfc || q.hdrm + size > self.headroom[port]) {
+            return Admission::Drop;
         }
-    }
-
-    /// Charges an admitted packet. Returns `true` if the switch must now send PAUSE(prio)
-    /// out of `port`.
-    pub fn charge(&mut self, port: usize, prio: u8, size: u64) -> bool {
-        let i = Self::idx(port, prio);
-        let n = self.ingress[i] + size;
         if n <= self.reserve {
-            self.ingress[i] = n;
-        } else if self.pfc && n - self.reserve > self.threshold() {
-            self.hdrm[i] += size;
+            q.ingress = n;
+        } else if self.pfc && over_threshold {
+            q.hdrm += size;
         } else {
             self.shared_used += size.min(n - self.reserve);
-            self.ingress[i] = n;
+            q.ingress = n;
         }
-        if self.pfc
-            && !self.paused[i]
-            && (self.hdrm[i] > 0 || self.shared_of(i) >= self.threshold())
-        {
-            self.paused[i] = true;
-            return true;
-        }
-        false
+        // The threshold is read again: charging the shared pool lowers it.
+        let pause = self.pfc && !q.paused && (q.hdrm > 0 || self.shared_of(&q) >= self.threshold());
+        q.paused |= pause;
+        self.queues[i] = q;
+        Admission::Accept { pause }
     }
 
     /// Releases a departing packet's bytes (headroom first, then shared, then reserve).
     /// Returns `true` if the switch must now send RESUME(prio) out of `port`.
+    #[inline]
     pub fn release(&mut self, port: usize, prio: u8, size: u64) -> bool {
         let i = Self::idx(port, prio);
-        let from_hdrm = self.hdrm[i].min(size);
-        self.hdrm[i] -= from_hdrm;
+        let mut q = self.queues[i];
+        let from_hdrm = q.hdrm.min(size);
+        q.hdrm -= from_hdrm;
         let rest = size - from_hdrm;
-        let from_shared = self.shared_of(i).min(rest);
+        let from_shared = self.shared_of(&q).min(rest);
         self.shared_used -= from_shared;
-        self.ingress[i] -= rest;
-        if self.paused[i] && self.hdrm[i] == 0 {
-            let shared = self.shared_of(i);
+        q.ingress -= rest;
+        let mut resume = false;
+        if q.paused && q.hdrm == 0 {
+            let shared = self.shared_of(&q);
             if shared == 0 || shared + self.resume_offset <= self.threshold() {
-                self.paused[i] = false;
-                return true;
+                q.paused = false;
+                resume = true;
             }
         }
-        false
+        self.queues[i] = q;
+        resume
     }
 
     /// Bytes currently charged, all queues together (0 when the switch is empty).
     pub fn bytes_in_use(&self) -> u64 {
-        self.ingress.iter().sum::<u64>() + self.hdrm.iter().sum::<u64>()
+        self.queues.iter().map(|q| q.ingress + q.hdrm).sum()
     }
 
     /// Headroom and reserve over all ports: the part of the buffer the shared pool never uses.
@@ -182,7 +182,7 @@ impl Mmu {
 
     /// Whether this switch has PAUSE outstanding for (port, prio).
     pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
-        self.paused[Self::idx(port, prio)]
+        self.queues[Self::idx(port, prio)].paused
     }
 }
 
@@ -200,7 +200,7 @@ mod tests {
         // Reserve (1000 B) then shared; PAUSE when shared use reaches 5000 B.
         let mut paused_at = None;
         for k in 1..=10 {
-            if m.charge(1, 3, 1_000) {
+            if m.arrive(1, 3, 1_000) == (Admission::Accept { pause: true }) {
                 paused_at = Some(k);
                 break;
             }
@@ -219,15 +219,13 @@ mod tests {
     fn headroom_absorbs_overflow_then_drops() {
         let mut m = mmu(Threshold::Static { bytes: 2_000 }, true);
         for _ in 0..3 {
-            assert_eq!(m.admit(0, 3, 1_000), Admission::Accept);
-            m.charge(0, 3, 1_000);
+            assert!(matches!(m.arrive(0, 3, 1_000), Admission::Accept { .. }));
         }
         // Past the threshold: headroom takes 10 more packets, then drops.
         for _ in 0..10 {
-            assert_eq!(m.admit(0, 3, 1_000), Admission::Accept);
-            m.charge(0, 3, 1_000);
+            assert!(matches!(m.arrive(0, 3, 1_000), Admission::Accept { .. }));
         }
-        assert_eq!(m.admit(0, 3, 1_000), Admission::Drop);
+        assert_eq!(m.arrive(0, 3, 1_000), Admission::Drop);
         for _ in 0..13 {
             m.release(0, 3, 1_000);
         }
@@ -239,8 +237,8 @@ mod tests {
     fn lossy_mode_drops_at_threshold_and_never_pauses() {
         let mut m = mmu(Threshold::Static { bytes: 2_000 }, false);
         let mut accepted = 0;
-        while m.admit(2, 3, 1_000) == Admission::Accept {
-            assert!(!m.charge(2, 3, 1_000));
+        while let Admission::Accept { pause } = m.arrive(2, 3, 1_000) {
+            assert!(!pause);
             accepted += 1;
         }
         assert_eq!(accepted, 3);
@@ -251,8 +249,8 @@ mod tests {
         let mut m = mmu(Threshold::Dynamic { alpha: 0.5 }, true);
         // set aside: 4 * 10_000 headroom + 4 * 1_000 reserve = 44_000.
         assert_eq!(m.threshold(), 28_000);
-        m.charge(0, 3, 1_000); // reserve
-        m.charge(0, 3, 10_000); // shared
+        m.arrive(0, 3, 1_000); // reserve
+        m.arrive(0, 3, 10_000); // shared
         assert_eq!(m.shared_used(), 10_000);
         assert_eq!(m.threshold(), 23_000);
     }

@@ -291,8 +291,13 @@ impl Simulation {
         }
         let n = host.sending.len();
         let mut earliest = Time::MAX;
+        let start = if host.rr < n { host.rr } else { 0 };
         for k in 0..n {
-            let i = (host.rr + k) % n;
+            let i = if start + k < n {
+                start + k
+            } else {
+                start + k - n
+            };
             let f = host.sending[i];
             let flow = &self.flows[f as usize];
             if port.is_paused(flow.spec.priority) {

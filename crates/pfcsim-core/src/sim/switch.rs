@@ -280,14 +280,16 @@ impl Simulation {
         let wire = pkt.wire_bytes as u64;
         let mut pause = false;
         if prio != CONTROL_PRIO {
-            if sw.mmu.admit(in_local as usize, prio, wire) == Admission::Drop {
-                self.ports[out as usize].rec.drops += 1;
-                self.drops += 1;
-                self.payload_dropped += pkt.payload as u64;
-                self.arena.free(pid);
-                return;
+            match sw.mmu.arrive(in_local as usize, prio, wire) {
+                Admission::Drop => {
+                    self.ports[out as usize].rec.drops += 1;
+                    self.drops += 1;
+                    self.payload_dropped += pkt.payload as u64;
+                    self.arena.free(pid);
+                    return;
+                }
+                Admission::Accept { pause: p } => pause = p,
             }
-            pause = sw.mmu.charge(in_local as usize, prio, wire);
         }
         let in_port = sw.ports.start + in_local as u32;
         let now = self.now;
