@@ -11,7 +11,7 @@ cargo build --release -p pfcsim-cli >/dev/null 2>&1
 out=$(mktemp -d)
 for i in $(seq "$runs"); do
   start=$(date +%s.%N)
-  ./target/release/pfcsim run scenarios/r1/r1.toml -o "$out/r1" -q | grep -E 'simulated|fingerprint|finished'
+  ./target/release/pfcsim-rs run scenarios/r1/r1.toml -o "$out/r1" -q | grep -E 'simulated|fingerprint|finished'
   end=$(date +%s.%N)
   echo "run $i: whole command $(echo "$end - $start" | bc) s"
 done

@@ -1,4 +1,5 @@
-//! `pfcsim`: run, validate and inspect pfcsim scenarios from the command line.
+//! `pfcsim-rs`: run, validate and inspect pfcsim scenarios from the command line, without
+//! Python (the `pfcsim` command of the Python package offers the same and more).
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -7,6 +8,7 @@ use pfcsim_core::lb::registry;
 use pfcsim_core::run::{build_simulation, run_scenario, summarize, write_run_dir};
 use pfcsim_core::spec::{Scenario, Spec, SpecError};
 use pfcsim_core::units::Time;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -125,6 +127,7 @@ fn run(path: &Path, out: Option<PathBuf>, quiet: bool) -> Result<(), String> {
         bar.set_position(done.min(bar.length().unwrap_or(0)));
         let phase = if now > last { "draining" } else { "arrivals" };
         bar.set_message(format!("t = {:.3} ms ({phase})", now.as_secs_f64() * 1e3));
+        ControlFlow::Continue(())
     };
     let output = run_scenario(sc, &mut progress).map_err(|e| e.to_string())?;
     bar.finish_and_clear();

@@ -14,6 +14,7 @@ use crate::output::{
 use crate::sim::{RunOutput, Simulation};
 use crate::spec::{Scenario, Spec, SpecError};
 use crate::units::Time;
+use std::ops::ControlFlow;
 use std::path::Path;
 
 /// Sets up the simulation of a prepared scenario, catching what only the full fabric
@@ -26,8 +27,11 @@ pub fn build_simulation(sc: Scenario) -> Result<Simulation, SpecError> {
     })
 }
 
-/// Sets up and runs a prepared scenario.
-pub fn run_scenario(sc: Scenario, progress: &mut dyn FnMut(Time)) -> Result<RunOutput, SpecError> {
+/// Sets up and runs a prepared scenario; `progress` may stop it (see [`Simulation::run`]).
+pub fn run_scenario(
+    sc: Scenario,
+    progress: &mut dyn FnMut(Time) -> ControlFlow<()>,
+) -> Result<RunOutput, SpecError> {
     Ok(build_simulation(sc)?.run(progress))
 }
 

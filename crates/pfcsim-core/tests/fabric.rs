@@ -44,7 +44,7 @@ fn drain(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64) ->
     };
     Simulation::new(topo, cfg, flows, seed, stop)
         .unwrap()
-        .run(&mut |_| {})
+        .run_to_end()
 }
 
 fn line_rate_only() -> FabricConfig {
@@ -260,7 +260,7 @@ fn dcqcn_shares_a_bottleneck_fairly_and_holds_the_queue_near_the_ecn_band() {
         };
         Simulation::new(&topo, cfg.clone(), flows.clone(), 1, stop)
             .unwrap()
-            .run(&mut |_| {})
+            .run_to_end()
     };
     // Runs are deterministic, so the difference of two runs measures the window between.
     let (t1, t2) = (Time::from_ms(5), Time::from_ms(10));

@@ -27,6 +27,7 @@ use crate::packet::{Packet, PacketArena, PacketId, PacketKind};
 use crate::topology::Topology;
 use crate::units::{Rate, Time};
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 
 pub use host::{ideal_fct, NicConfig};
 pub use switch::{EcnConfig, EcnRateOverride, LoopbackConfig, PfcConfig, SwitchConfig};
@@ -294,6 +295,8 @@ pub struct RunOutput {
     /// Packets alive in the arena when the run stopped, and the most ever alive at once.
     pub live_packets: usize,
     pub peak_packets: usize,
+    /// The progress callback stopped the run before its stop rule.
+    pub interrupted: bool,
 }
 
 /// A simulation of one fabric with one set of flows.
@@ -499,9 +502,16 @@ impl Simulation {
         self.now
     }
 
-    /// Runs to the stop rule; `progress(now)` is called every 2^18 events.
-    pub fn run(mut self, progress: &mut dyn FnMut(Time)) -> RunOutput {
+    /// Runs to the stop rule.
+    pub fn run_to_end(self) -> RunOutput {
+        self.run(&mut |_| ControlFlow::Continue(()))
+    }
+
+    /// Runs to the stop rule; `progress(now)` is called every 2^18 events and at the end. If
+    /// it returns `Break`, the run stops there and its output is marked `interrupted`.
+    pub fn run(mut self, progress: &mut dyn FnMut(Time) -> ControlFlow<()>) -> RunOutput {
         let wall = std::time::Instant::now();
+        let mut interrupted = false;
 
         while let Some((t, ev)) = self.events.pop() {
             if t > self.stop.at {
@@ -512,15 +522,20 @@ impl Simulation {
             self.events_done += 1;
             self.fingerprint.add(t, ev.code());
             self.handle(ev);
-            if self.events_done & ((1 << 18) - 1) == 0 {
-                progress(self.now);
+            if self.events_done & ((1 << 18) - 1) == 0 && progress(self.now).is_break() {
+                interrupted = true;
+                break;
             }
             if self.stop.when_flows_done && self.flows_finished == self.flows.len() as u64 {
                 break;
             }
         }
-        progress(self.now);
-        self.finish(wall.elapsed().as_secs_f64())
+        if !interrupted {
+            interrupted = progress(self.now).is_break();
+        }
+        let mut out = self.finish(wall.elapsed().as_secs_f64());
+        out.interrupted = interrupted;
+        out
     }
 
     fn handle(&mut self, ev: Event) {
@@ -707,6 +722,7 @@ impl Simulation {
             buffered_bytes,
             live_packets: self.arena.live(),
             peak_packets: self.arena.high_water(),
+            interrupted: false,
         }
     }
 }

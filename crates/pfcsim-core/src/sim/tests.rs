@@ -44,7 +44,7 @@ fn recirculation_timers_and_messages_work_end_to_end() {
     };
     let out = Simulation::new(&topo, cfg.clone(), vec![flow], 1, stop)
         .unwrap()
-        .run(&mut |_| {});
+        .run_to_end();
     let s = &out.stats;
     assert_eq!(
         (s.flows_finished, s.bytes_delivered, s.packets_dropped),

@@ -1,0 +1,179 @@
+"""The results of one run: the flows, ports and summary tables, the run-wide counters, the spec."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    # Imported when first used (by `to_pandas`, `_to_polars`): they take a while to load.
+    import pandas as pd
+    import polars as pl
+
+#: The tables of a run folder, each read from `<name>.parquet`.
+TABLES = ("flows", "ports", "summary")
+
+
+class Results:
+    """What one run produced (column definitions: docs/metrics.md).
+
+    The tables are read once, as Arrow tables; `flows`, `ports` and `summary` give them as
+    pandas DataFrames and `flows_pl`, `ports_pl` and `summary_pl` as polars DataFrames, each
+    converted on first use. Null means "not available" (a flow that did not finish has null
+    `finish_ps`, `fct_ps`, `slowdown`, `fct_us`); in the pandas frames the nullable integer
+    columns have the pandas nullable type `UInt64` (null is `<NA>`) and the float columns
+    hold NaN.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: Path | None,
+        spec: str,
+        stats: dict[str, Any],
+        peak_packets: int,
+        summary_table: str,
+        tables: dict[str, pa.Table],
+    ) -> None:
+        """Results of a run; `tables` maps each name of `TABLES` to its Arrow table."""
+        #: The run folder, or None if the run was not kept on disk.
+        self.path = path
+        #: The resolved spec (every default written out) as TOML text.
+        self.spec = spec
+        #: The run-wide counters of stats.json, with the integer `fingerprint`.
+        self.stats = stats
+        #: The largest number of packets alive at once during the run.
+        self.peak_packets = peak_packets
+        self._summary_table = summary_table
+        self._tables = tables
+
+    @classmethod
+    def from_run(cls, folder: Path, outcome: dict[str, Any], *, keep_path: bool) -> Results:
+        """Results of a run that wrote the run folder `folder` and returned `outcome`.
+
+        `outcome` is what `_core.Scenario.run` returns. The tables are read into memory, and
+        `path` is `folder` if `keep_path`, else None (for a folder about to be deleted).
+        """
+        return cls(
+            path=folder if keep_path else None,
+            spec=outcome["spec"],
+            stats=outcome["stats"],
+            peak_packets=outcome["peak_packets"],
+            summary_table=outcome["summary_table"],
+            tables={name: pq.read_table(folder / f"{name}.parquet") for name in TABLES},
+        )
+
+    @cached_property
+    def flows(self) -> pd.DataFrame:
+        """One row per flow, in `flow_id` order (pandas)."""
+        return _to_pandas(self._tables["flows"])
+
+    @cached_property
+    def ports(self) -> pd.DataFrame:
+        """One row per egress port (pandas)."""
+        return _to_pandas(self._tables["ports"])
+
+    @cached_property
+    def summary(self) -> pd.DataFrame:
+        """FCT and slowdown statistics: the `all` row, then one per flow-size bucket (pandas)."""
+        return _to_pandas(self._tables["summary"])
+
+    @cached_property
+    def flows_pl(self) -> pl.DataFrame:
+        """One row per flow, in `flow_id` order (polars)."""
+        return _to_polars(self._tables["flows"])
+
+    @cached_property
+    def ports_pl(self) -> pl.DataFrame:
+        """One row per egress port (polars)."""
+        return _to_polars(self._tables["ports"])
+
+    @cached_property
+    def summary_pl(self) -> pl.DataFrame:
+        """FCT and slowdown statistics: the `all` row, then one per flow-size bucket (polars)."""
+        return _to_polars(self._tables["summary"])
+
+    @property
+    def fingerprint(self) -> str:
+        """The run's fingerprint as 16 hexadecimal digits (equal for equal specs and seeds)."""
+        return f"{self.stats['fingerprint']:016x}"
+
+    def report(self) -> str:
+        """A text report of the run, as the command line prints it.
+
+        The FCT and slowdown table by flow-size bucket (avg, p50, p99, p99.9), then the flows
+        finished, PFC pauses, drops, retransmitted bytes, out-of-order arrivals, the simulated
+        and wall time, the fingerprint and the run folder.
+        """
+        s = self.stats
+        flows, ports = self._tables["flows"], self._tables["ports"]
+        pauses = _total(ports, "pfc_pauses_sent")
+        retransmitted = _total(flows, "retransmitted_bytes")
+        out_of_order = _total(flows, "ooo_arrivals")
+        wall = s["wall_seconds"]
+        rate = f"{s['events'] / wall / 1e6:.2f} M events/s" if wall > 0 else "-"
+        lines = [
+            self._summary_table.rstrip("\n"),
+            "",
+            f"flows finished {s['flows_finished']}/{s['flows_total']}  PFC pauses {pauses}  "
+            f"drops {s['packets_dropped']}  retransmitted {retransmitted} B  "
+            f"out-of-order arrivals {out_of_order}",
+            f"simulated {s['end_ps'] / 1e9:.3f} ms in {wall:.2f} s wall: "
+            f"{s['events']} events, {rate}",
+            f"fingerprint {self.fingerprint}  peak packets in flight {self.peak_packets}",
+        ]
+        if self.path is not None:
+            lines.append(f"results in {self.path}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        """Where the results are, how many flows finished, and the fingerprint."""
+        s = self.stats
+        return (
+            f"<pfcsim.Results {s['flows_finished']}/{s['flows_total']} flows finished, "
+            f"fingerprint {self.fingerprint}, path {self.path}>"
+        )
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    """`table` as a pandas DataFrame; nullable integer columns get pandas nullable types.
+
+    (By default they would become float64 if they hold a null and stay integers otherwise.)
+    """
+    import pandas as pd  # loaded on first use, see the imports above
+
+    nullable = {
+        pa.uint8(): pd.UInt8Dtype(),
+        pa.uint16(): pd.UInt16Dtype(),
+        pa.uint32(): pd.UInt32Dtype(),
+        pa.uint64(): pd.UInt64Dtype(),
+        pa.int8(): pd.Int8Dtype(),
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+    }
+    frame = table.to_pandas()
+    for field in table.schema:
+        if field.nullable and field.type in nullable:
+            frame[field.name] = table[field.name].to_pandas(types_mapper=nullable.get)
+    return frame
+
+
+def _to_polars(table: pa.Table) -> pl.DataFrame:
+    """`table` as a polars DataFrame."""
+    import polars as pl  # loaded on first use, see the imports above
+
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame), "a table converts to a DataFrame"
+    return frame
+
+
+def _total(table: pa.Table, column: str) -> int:
+    """Sum of an integer column (0 for an empty table)."""
+    return pc.sum(table[column]).as_py() or 0

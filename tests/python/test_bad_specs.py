@@ -1,0 +1,186 @@
+"""Bad specs fail before anything runs, with the exact message of the Rust reader."""
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import pfcsim
+from conftest import TINY_TOML
+
+HEAD, TRAFFIC = TINY_TOML.split("[[traffic]]")
+TOPOLOGY = HEAD[HEAD.index("[topology]") :]
+ALL_WORKLOADS = (
+    "alistorage, cache_follower, cache_follower_homa, data_mining, data_mining_conga, "
+    "data_mining_xpass, enterprise, google_rpc_2008, google_search_rpc, hadoop, "
+    "hadoop_fbhdp2015, solar2022, web_search, web_search_pias, web_search_xpass, web_server, "
+    "web_server_homa"
+)
+
+#: Files the bad specs refer to, written next to them.
+FILES = {
+    # The cumulative probability goes down at line 3.
+    "sizes.cdf": "# size cdf\n1000 0.2\n2000 0.1\n3000 1.0\n",
+    # Hosts 0 and 1 hang off switches 2 and 3, which are not linked.
+    "split.topo": "4 2 2\n2 3\n0 2 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n",
+    # The tiny fabric has hosts 0..=3.
+    "far.flows": "2\n0 1 3 10000 0.000001\n0 7 3 10000 0.000002\n",
+}
+
+#: (test id, spec text, exact message). The spec file is `spec.toml` in the current folder.
+BAD_SPECS = [
+    (
+        "unknown key",
+        TINY_TOML + '\n[switch]\nbufer = "9MB"\n',
+        "spec.toml (line 18): switch.bufer: unknown field `bufer`, expected one of `buffer`, "
+        "`control_strict_priority`, `pfc`, `ecn`, `loopback`",
+    ),
+    (
+        "missing unit",
+        TINY_TOML + '\n[switch]\nbuffer = "9000"\n',
+        "spec.toml (line 18): switch.buffer: '9000' has no size unit; write it with one of B, "
+        'KB, MB, GB, KiB, MiB, GiB (e.g. "9MB")',
+    ),
+    (
+        "number without unit",
+        TINY_TOML.replace('duration = "1ms"', "duration = 1"),
+        "spec.toml (line 11): traffic[0]: 1 has no unit; write it as a string with a unit, a "
+        'time such as "2us"',
+    ),
+    (
+        "wrong unit",
+        TINY_TOML.replace('host_link = { rate = "100Gbps"', 'host_link = { rate = "100GB"'),
+        "spec.toml (line 3): topology: '100GB' has unknown rate unit 'GB'; use one of bps, "
+        'Kbps, Mbps, Gbps, Tbps (e.g. "100Gbps")',
+    ),
+    (
+        "zero rate",
+        TINY_TOML.replace('fabric_link = { rate = "100Gbps"', 'fabric_link = { rate = "0Gbps"'),
+        "spec.toml (line 3): topology: '0Gbps' is a zero rate; a rate must be positive",
+    ),
+    (
+        "load 0",
+        TINY_TOML.replace("load = 0.3", "load = 0.0"),
+        "traffic[0].load: 0 is not a valid load; give a fraction strictly between 0 and 1 "
+        "(e.g. 0.5)",
+    ),
+    (
+        "load 1.5",
+        TINY_TOML.replace("load = 0.3", "load = 1.5"),
+        "traffic[0].load: 1.5 is not a valid load; give a fraction strictly between 0 and 1 "
+        "(e.g. 0.5)",
+    ),
+    (
+        "kmin above kmax",
+        TINY_TOML + '\n[switch.ecn]\nkmin = "500KB"\nkmax = "200KB"\n',
+        "spec.toml: switch.ecn: kmin (500KB) is above kmax (200KB); kmin must be <= kmax",
+    ),
+    (
+        "unknown scheme",
+        TINY_TOML + '\n[lb]\nscheme = "conga"\n',
+        "spec.toml (line 18): lb.scheme: unknown variant `conga`, expected `ecmp` or `rps`",
+    ),
+    (
+        "unknown workload",
+        TINY_TOML.replace('"web_search"', '"web_searh"'),
+        f"traffic[0].cdf: 'web_searh' is not a shipped workload ({ALL_WORKLOADS}) nor a path "
+        "to a .cdf file",
+    ),
+    (
+        "non-monotone CDF file",
+        TINY_TOML.replace('"web_search"', '"sizes.cdf"'),
+        "traffic[0].cdf: sizes.cdf: CDF not monotone at line 3: cumulative probability 0.1 "
+        "after 0.2, expected probabilities that never decrease",
+    ),
+    (
+        "disconnected ns-3 topology",
+        '[topology]\nkind = "ns3_file"\npath = "split.topo"\n\n[[traffic]]' + TRAFFIC,
+        "topology.path: split.topo: the topology is disconnected: host 1 cannot be reached "
+        "from host 0",
+    ),
+    (
+        "flow-file host out of range",
+        TOPOLOGY + '[[traffic]]\nkind = "flow_file"\npath = "far.flows"\n',
+        "traffic[0].path: far.flows: flow 1 (line 3): destination 7 is not a host of the "
+        "topology; hosts are 0..=3",
+    ),
+    (
+        "buffer smaller than headroom",
+        TINY_TOML + '\n[switch]\nbuffer = "100KB"\n',
+        "switch 4: the buffer (100000 B) leaves no shared pool after its ports' headroom and "
+        "reserve (128576 B); raise switch.buffer or lower switch.pfc.headroom",
+    ),
+    (
+        "missing topology",
+        "[[traffic]]" + TRAFFIC,
+        "spec.toml (line 1): missing field `topology`",
+    ),
+    (
+        "rate and oversubscription",
+        TINY_TOML.replace("host_link = ", "oversubscription = 2.0\nhost_link = "),
+        "spec.toml: topology.oversubscription: give either it or topology.fabric_link.rate, "
+        "not both",
+    ),
+    (
+        "priority out of range",
+        TINY_TOML + "priority = 9\n",
+        "traffic[0].priority: priority 9 is out of range; use 1..=7 (0 is the control class)",
+    ),
+    (
+        "TOML syntax",
+        TINY_TOML.replace("leaves = 2", "leaves = "),
+        "spec.toml (line 5): invalid string\nexpected `\"`, `'`",
+    ),
+]
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary current folder holding the files of `FILES`."""
+    monkeypatch.chdir(tmp_path)
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [case[1:] for case in BAD_SPECS], ids=[case[0] for case in BAD_SPECS]
+)
+def test_bad_spec_file(in_tmp: Path, text: str, message: str) -> None:
+    (in_tmp / "spec.toml").write_text(text)
+    for check in (pfcsim.validate, pfcsim.run):
+        with pytest.raises(pfcsim.SpecError) as caught:
+            check("spec.toml")
+        assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [case[1:] for case in BAD_SPECS if case[0] != "TOML syntax"],
+    ids=[case[0] for case in BAD_SPECS if case[0] != "TOML syntax"],
+)
+def test_bad_spec_dict(in_tmp: Path, text: str, message: str) -> None:
+    # The same message, with <dict> for the file and no line number.
+    expected = message.replace("spec.toml", "<dict>", 1)
+    if expected.startswith("<dict> (line "):
+        expected = "<dict>" + expected[expected.index(")") + 1 :]
+    with pytest.raises(pfcsim.SpecError) as caught:
+        pfcsim.validate(tomllib.loads(text), base_dir=in_tmp)
+    assert str(caught.value) == expected
+
+
+def test_dict_values_toml_cannot_hold_are_named_by_key_path() -> None:
+    spec = tomllib.loads(TINY_TOML)
+    spec["traffic"][0]["load"] = {0.3}
+    with pytest.raises(pfcsim.SpecError) as caught:
+        pfcsim.validate(spec)
+    assert str(caught.value) == (
+        "<dict>: traffic[0].load: set {0.3} is not a spec value; use a string, number, bool, "
+        "list or dict"
+    )
+
+
+def test_missing_spec_file(in_tmp: Path) -> None:
+    with pytest.raises(pfcsim.SpecError) as caught:
+        pfcsim.run("nope.toml")
+    assert str(caught.value) == "cannot read nope.toml: No such file or directory (os error 2)"
