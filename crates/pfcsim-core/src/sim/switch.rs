@@ -214,6 +214,38 @@ impl Switch {
     }
 }
 
+impl Switch {
+    /// Calls `hook` with this switch's scheme, the context the scheme sees and acts through,
+    /// and the switch's next-hop table (for slicing the candidates of a decision).
+    #[inline]
+    fn with_scheme<R>(
+        &mut self,
+        now: Time,
+        all_ports: &[PortState],
+        actions: &mut Vec<LbAction>,
+        hook: impl FnOnce(&mut SwitchLb, &mut LbCtx, &[u16]) -> R,
+    ) -> R {
+        let Switch {
+            node,
+            ports,
+            next_hops,
+            lb,
+            loopback,
+            rng,
+            ..
+        } = self;
+        let mut ctx = LbCtx {
+            now,
+            node: *node,
+            ports: &all_ports[ports.start as usize..ports.end as usize],
+            loopback: *loopback,
+            rng,
+            actions,
+        };
+        hook(lb, &mut ctx, next_hops)
+    }
+}
+
 impl Simulation {
     /// A packet arrived on global port `p` of switch `s`.
     pub(super) fn switch_receive(&mut self, s: u32, p: u32, pid: PacketId) {
@@ -222,16 +254,9 @@ impl Simulation {
         if self.arena.get(pid).kind == PacketKind::LbControl {
             let header = self.arena.get(pid).lb;
             self.arena.free(pid);
-            let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
-            let mut ctx = LbCtx {
-                now: self.now,
-                node: sw.node,
-                ports,
-                loopback: sw.loopback,
-                rng: &mut sw.rng,
-                actions: &mut self.lb_actions,
-            };
-            sw.lb.on_control(&mut ctx, in_local, &header);
+            sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+                lb.on_control(ctx, in_local, &header)
+            });
             self.apply_lb_actions(s);
             return;
         }
@@ -246,23 +271,20 @@ impl Simulation {
         let pkt = *self.arena.get(pid);
         let host = self.host_index[pkt.dst as usize];
         let (offset, count) = sw.routes[host as usize];
-        let candidates = &sw.next_hops[offset as usize..offset as usize + count as usize];
+        let range = offset as usize..offset as usize + count as usize;
+        let candidates = &sw.next_hops[range.clone()];
         let pinned = (pkt.lb.path_tag >> (8 * pkt.hop.min(3) as u32)) & 0xff;
         let out_local = if count == 1 {
             candidates[0]
         } else if pinned != 0 && pkt.kind == PacketKind::Data && pkt.hop < 4 {
             candidates[(pinned as usize - 1) % count as usize]
         } else if pkt.kind == PacketKind::Data {
-            let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
-            let mut ctx = LbCtx {
-                now: self.now,
-                node: sw.node,
-                ports,
-                loopback: sw.loopback,
-                rng: &mut sw.rng,
-                actions: &mut self.lb_actions,
-            };
-            sw.lb.choose(&mut ctx, &pkt, candidates)
+            sw.with_scheme(
+                self.now,
+                &self.ports,
+                &mut self.lb_actions,
+                |lb, ctx, hops| lb.choose(ctx, &pkt, &hops[range]),
+            )
         } else {
             candidates[(flow_hash(&pkt, sw.control_salt) % count as u64) as usize]
         };
@@ -354,16 +376,9 @@ impl Simulation {
                     self.ports[p as usize].rec.ecn_marks += 1;
                 }
             }
-            let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
-            let mut ctx = LbCtx {
-                now,
-                node: sw.node,
-                ports,
-                loopback: sw.loopback,
-                rng: &mut sw.rng,
-                actions: &mut self.lb_actions,
-            };
-            sw.lb.on_dequeue(&mut ctx, out_local, pkt);
+            sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+                lb.on_dequeue(ctx, out_local, pkt)
+            });
             if Some(out_local) != sw.loopback {
                 pkt.hop = pkt.hop.wrapping_add(1);
             }
@@ -408,16 +423,9 @@ impl Simulation {
     /// A load balancer's timer fired.
     pub(super) fn lb_timer(&mut self, s: u32, token: u64) {
         let sw = &mut self.switches[s as usize];
-        let ports = &self.ports[sw.ports.start as usize..sw.ports.end as usize];
-        let mut ctx = LbCtx {
-            now: self.now,
-            node: sw.node,
-            ports,
-            loopback: sw.loopback,
-            rng: &mut sw.rng,
-            actions: &mut self.lb_actions,
-        };
-        sw.lb.on_timer(&mut ctx, token);
+        sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+            lb.on_timer(ctx, token)
+        });
         self.apply_lb_actions(s);
     }
 }
