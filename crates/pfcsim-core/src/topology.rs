@@ -68,6 +68,25 @@ pub struct LeafSpine {
     pub seed: u64,
 }
 
+impl LeafSpine {
+    /// A leaf-spine whose every link has the same rate and delay, with no overrides or
+    /// degradation.
+    pub fn uniform(leaves: u32, spines: u32, hosts_per_leaf: u32, rate: Rate, delay: Time) -> Self {
+        LeafSpine {
+            leaves,
+            spines,
+            hosts_per_leaf,
+            host_rate: rate,
+            host_delay: delay,
+            fabric_rate: rate,
+            fabric_delay: delay,
+            overrides: vec![],
+            degrade: None,
+            seed: 0,
+        }
+    }
+}
+
 impl Topology {
     /// Builds a leaf-spine fabric. Node ids: hosts first (leaf-major), then leaves, then spines.
     pub fn leaf_spine(p: &LeafSpine) -> Topology {
@@ -334,18 +353,7 @@ mod tests {
     use super::*;
 
     fn r1_like() -> LeafSpine {
-        LeafSpine {
-            leaves: 8,
-            spines: 8,
-            hosts_per_leaf: 16,
-            host_rate: Rate::gbps(100),
-            host_delay: Time::from_us(1),
-            fabric_rate: Rate::gbps(100),
-            fabric_delay: Time::from_us(1),
-            overrides: vec![],
-            degrade: None,
-            seed: 1,
-        }
+        LeafSpine::uniform(8, 8, 16, Rate::gbps(100), Time::from_us(1))
     }
 
     #[test]

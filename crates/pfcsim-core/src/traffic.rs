@@ -407,18 +407,13 @@ mod tests {
     use crate::units::Rate;
 
     fn topo() -> Topology {
-        Topology::leaf_spine(&LeafSpine {
-            leaves: 8,
-            spines: 8,
-            hosts_per_leaf: 16,
-            host_rate: Rate::gbps(100),
-            host_delay: Time::from_us(1),
-            fabric_rate: Rate::gbps(100),
-            fabric_delay: Time::from_us(1),
-            overrides: vec![],
-            degrade: None,
-            seed: 0,
-        })
+        Topology::leaf_spine(&LeafSpine::uniform(
+            8,
+            8,
+            16,
+            Rate::gbps(100),
+            Time::from_us(1),
+        ))
     }
 
     fn ctx(t: &Topology) -> TrafficContext<'_> {

@@ -9,18 +9,13 @@ use pfcsim_core::topology::{LeafSpine, Topology};
 use pfcsim_core::units::{Rate, Time};
 
 fn leaf_spine(leaves: u32, spines: u32, hosts_per_leaf: u32) -> Topology {
-    Topology::leaf_spine(&LeafSpine {
+    Topology::leaf_spine(&LeafSpine::uniform(
         leaves,
         spines,
         hosts_per_leaf,
-        host_rate: Rate::gbps(100),
-        host_delay: Time::from_us(1),
-        fabric_rate: Rate::gbps(100),
-        fabric_delay: Time::from_us(1),
-        overrides: vec![],
-        degrade: None,
-        seed: 0,
-    })
+        Rate::gbps(100),
+        Time::from_us(1),
+    ))
 }
 
 fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {

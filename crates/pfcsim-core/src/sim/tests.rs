@@ -10,19 +10,8 @@ fn recirculation_timers_and_messages_work_end_to_end() {
     let link = (Rate::gbps(100), Time::from_us(1));
     let loopback = (Rate::gbps(100), Time::from_ns(100));
     // Hosts 0..4, leaves 4 and 5, spines 6 and 7; every switch gets a loopback link.
-    let topo = Topology::leaf_spine(&LeafSpine {
-        leaves: 2,
-        spines: 2,
-        hosts_per_leaf: 2,
-        host_rate: link.0,
-        host_delay: link.1,
-        fabric_rate: link.0,
-        fabric_delay: link.1,
-        overrides: vec![],
-        degrade: None,
-        seed: 0,
-    })
-    .with_loopbacks(loopback.0, loopback.1);
+    let topo = Topology::leaf_spine(&LeafSpine::uniform(2, 2, 2, link.0, link.1))
+        .with_loopbacks(loopback.0, loopback.1);
     let cfg = FabricConfig {
         cc: CcConfig::None,
         lb: LbConfig::Probe(ProbeConfig {}),
