@@ -8,15 +8,30 @@ its results as pandas or polars DataFrames:
     >>> res.summary            # FCT and slowdown statistics by flow-size bucket
     >>> res.flows_pl           # one row per flow, as a polars DataFrame
 
-`validate` checks a spec without running it; `schemes` and `workloads` list the load-balancing
-schemes and the shipped flow-size distributions. Every problem with a spec raises `SpecError`.
+`sweep` runs a base spec over grids of keys into a results store (`open_store` queries it with
+DuckDB or DataFrames); `validate` checks a spec without running it; `schemes` and `workloads`
+list the load-balancing schemes and the shipped flow-size distributions. Every problem with a
+spec raises `SpecError`.
 """
 
 from importlib.metadata import version
 
 from pfcsim._core import SpecError
-from pfcsim.api import run, schemes, validate, workloads
+from pfcsim.api import open_store, run, schemes, sweep, validate, workloads
 from pfcsim.results import Results
+from pfcsim.store import Store
+from pfcsim.sweep import SweepReport
 
 __version__ = version("pfcsim")
-__all__ = ["Results", "SpecError", "run", "schemes", "validate", "workloads"]
+__all__ = [
+    "Results",
+    "SpecError",
+    "Store",
+    "SweepReport",
+    "open_store",
+    "run",
+    "schemes",
+    "sweep",
+    "validate",
+    "workloads",
+]

@@ -1,4 +1,4 @@
-"""The library functions: run and validate specs, list the schemes and workloads."""
+"""The library functions: run, sweep and validate specs, list the schemes and workloads."""
 
 import os
 import tempfile
@@ -19,8 +19,21 @@ from rich.progress import (
 )
 
 from pfcsim import _core
+from pfcsim._core import SpecError
 from pfcsim._spec import SpecLike, load_spec
 from pfcsim.results import Results
+from pfcsim.store import Store
+from pfcsim.sweep import (
+    Point,
+    PointOutcome,
+    SweepLike,
+    SweepReport,
+    check,
+    load_sweep,
+    process_pool,
+    ray_backend,
+    run_sweep,
+)
 
 #: A progress callback: called with the simulated time in seconds.
 ProgressCallback = Callable[[float], object]
@@ -53,6 +66,50 @@ def run(
         with _arrival_bar(scenario.info, source.origin) as callback:
             return _run_prepared(scenario, out, callback)
     return _run_prepared(scenario, out, progress or None)
+
+
+def sweep(
+    spec: SweepLike,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    progress: bool = False,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> SweepReport:
+    """Runs a sweep (docs/sweeps.md) into a results store and indexes it.
+
+    `spec` is a sweep spec file or dict. `out` is the store folder (default
+    `results/<sweep name>`). Points run on `workers` local processes (default: one per CPU),
+    or as Ray tasks if `ray` is `"local"`, `"auto"` or a cluster address. Every point is
+    checked before any runs (a bad one raises `SpecError`); points already in the store are
+    skipped; a point that fails is reported in the returned `SweepReport` (and in
+    `failed/<key>.json`) without stopping the others. `progress` shows a bar over points on
+    stderr. Ctrl-C stops the sweep, keeping every finished point (`report.interrupted`).
+    """
+    loaded = load_sweep(spec, base_dir)
+    store = Path(out) if out is not None else Path("results") / loaded.name
+    if workers is not None and workers < 1:
+        raise SpecError(f"workers must be at least 1, got {workers}")
+    backend = ray_backend(ray) if ray else process_pool(workers or os.cpu_count() or 1)
+    where = f"Ray ({ray})" if ray else f"{workers or os.cpu_count() or 1} local processes"
+    console = Console(stderr=True)
+    with _status(console, progress, f"checking {len(loaded.points)} points"):
+        points = check(loaded)
+    if not progress:
+        report = run_sweep(loaded, store, backend, points=points)
+    else:
+        with _point_bar(console, loaded.name, where) as (on_start, on_point):
+            report = run_sweep(
+                loaded, store, backend, points=points, on_start=on_start, on_point=on_point
+            )
+    Store(store)  # brings the index up to date
+    return report
+
+
+def open_store(path: str | os.PathLike[str]) -> Store:
+    """The results store at `path` (made by `sweep`), with its DuckDB index up to date."""
+    return Store(path)
 
 
 def validate(spec: SpecLike, *, base_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -135,3 +192,68 @@ def _arrival_bar(info: Mapping[str, Any], label: str) -> Iterator[ProgressCallba
             )
 
         yield advance
+
+
+@contextmanager
+def _status(console: Console, shown: bool, message: str) -> Iterator[None]:
+    """A spinner with `message` while the block runs, if `shown`."""
+    if not shown:
+        yield
+        return
+    with console.status(message):
+        yield
+
+
+PointBarCallbacks = tuple[
+    Callable[[list[Point], set[str]], object], Callable[[Point, PointOutcome], object]
+]
+
+
+@contextmanager
+def _point_bar(console: Console, name: str, where: str) -> Iterator[PointBarCallbacks]:
+    """A progress bar over the points of a sweep; yields `run_sweep`'s two callbacks.
+
+    Prints what will run, then a line for each failed point. Where stderr is not a terminal
+    (a log file), it prints a line for every finished point instead of drawing the bar.
+    """
+    shown = console.is_interactive or console.is_jupyter
+    columns = (
+        SpinnerColumn(),
+        TimeElapsedColumn(),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} points"),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, console=console, transient=True, disable=not shown) as bar:
+        task = bar.add_task("", total=1)
+        failures = 0
+
+        def on_start(points: list[Point], done: set[str]) -> None:
+            already = sum(p.key in done for p in points)
+            console.print(
+                f"sweep {name}: {len(points)} points, {already} already done, "
+                f"{len(points) - already} to run on {where}",
+                highlight=False,
+                markup=False,
+            )
+            bar.update(task, total=len(points), completed=already)
+
+        def on_point(point: Point, outcome: PointOutcome) -> None:
+            nonlocal failures
+            bar.advance(task)
+            if outcome.error is not None:
+                failures += 1
+                console.print(
+                    f"point {point.index} ({point.label}) failed: {outcome.error}",
+                    highlight=False,
+                    markup=False,
+                )
+            elif not shown:
+                console.print(
+                    f"point {point.index} ({point.label}) done in {outcome.wall_seconds:.1f} s",
+                    highlight=False,
+                    markup=False,
+                )
+            bar.update(task, description=f"{failures} failed" if failures else "")
+
+        yield on_start, on_point

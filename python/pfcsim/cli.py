@@ -1,7 +1,8 @@
-"""`pfcsim`: run, validate and inspect scenarios from the command line.
+"""`pfcsim`: run, sweep, validate and inspect scenarios, tabulate and plot results.
 
-Mirrors the Rust command line (crates/pfcsim-cli). Errors print `error: <message>` on stderr
-and exit with status 2.
+`run`, `validate`, `schemes` and `workloads` mirror the Rust command line (crates/pfcsim-cli);
+`sweep`, `results` and `plot` work on results stores (docs/sweeps.md). Errors print
+`error: <message>` on stderr and exit with status 2; a sweep with failed points exits with 1.
 """
 
 import argparse
@@ -12,6 +13,7 @@ from pathlib import Path
 import tomli_w
 
 import pfcsim
+from pfcsim import plots
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -19,13 +21,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         args.command(args)
-    except (pfcsim.SpecError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (pfcsim.SpecError, OSError, KeyError, ValueError) as e:
+        message = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    return 0
+    return args.status if hasattr(args, "status") else 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,6 +45,70 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--out", type=Path, help="run folder (default: runs/<spec file name>)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     run.set_defaults(command=_run)
+
+    sweep = sub.add_parser(
+        "sweep", help="run a base spec over grids of keys into a results store (resumable)"
+    )
+    sweep.add_argument("spec", type=Path, help="the sweep spec (TOML), see docs/sweeps.md")
+    sweep.add_argument(
+        "-o", "--out", type=Path, help="results store folder (default: results/<sweep name>)"
+    )
+    sweep.add_argument(
+        "-j", "--jobs", type=int, help="local worker processes (default: one per CPU)"
+    )
+    sweep.add_argument(
+        "--ray",
+        metavar="auto|local|ADDRESS",
+        help="run points as Ray tasks: on the cluster this machine belongs to (auto), on a new "
+        "local instance (local), or on the cluster at ADDRESS",
+    )
+    sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sweep.set_defaults(command=_sweep)
+
+    results = sub.add_parser(
+        "results", help="comparison tables (scheme x swept fields x metric) of a results store"
+    )
+    results.add_argument("store", type=Path, help="the results store folder")
+    results.add_argument(
+        "-m",
+        "--metric",
+        action="append",
+        help=f"a column of the runs table (repeatable; default: {', '.join(DEFAULT_METRICS)})",
+    )
+    results.add_argument(
+        "--rows", help="comma-separated row fields (default: the swept fields but scheme, seed)"
+    )
+    results.add_argument(
+        "--columns", default="scheme", help="column field (default: scheme; 'none' for one)"
+    )
+    results.add_argument("--sql", help="run this SQL query against the index instead")
+    results.add_argument("--csv", action="store_true", help="print CSV instead of tables")
+    results.set_defaults(command=_results)
+
+    plot = sub.add_parser("plot", help="draw the standard figures of a results store (PNG, SVG)")
+    plot.add_argument("store", type=Path, help="the results store folder")
+    plot.add_argument(
+        "-k",
+        "--kind",
+        action="append",
+        choices=list(plots.KINDS),
+        help="figure kind (repeatable; default: all): "
+        + "; ".join(f"{k}: {v}" for k, v in plots.KINDS.items()),
+    )
+    plot.add_argument("-o", "--out", type=Path, help="output folder (default: STORE/plots)")
+    plot.add_argument("--series", default="scheme", help="field making the series")
+    plot.add_argument("--x", default="load", help="field on the x axis or splitting panels")
+    plot.add_argument(
+        "--metric", choices=["fct", "slowdown"], default="fct", help="for vs-load (default fct)"
+    )
+    plot.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="only runs whose field has this value (repeatable)",
+    )
+    plot.set_defaults(command=_plot)
 
     validate = sub.add_parser(
         "validate", help="check a spec (and build its topology and traffic) without running it"
@@ -66,6 +133,75 @@ def _run(args: argparse.Namespace) -> None:
     out = args.out if args.out is not None else Path("runs") / args.spec.stem
     results = pfcsim.run(args.spec, out=out, progress=not args.quiet)
     print(results.report())
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    """`pfcsim sweep`: runs the missing points, then prints what happened and where."""
+    report = pfcsim.sweep(
+        args.spec, out=args.out, workers=args.jobs, ray=args.ray, progress=not args.quiet
+    )
+    ran, skipped, failed = len(report.ran), len(report.skipped), len(report.failed)
+    print(
+        f"{len(report.points)} points: {ran} ran, {skipped} already done, {failed} failed"
+        + (", interrupted (rerun to resume)" if report.interrupted else "")
+    )
+    for key, error in report.failed.items():
+        print(f"  failed {key}: {error}")
+    print(f"results in {report.store}; tables: pfcsim results {report.store}")
+    if report.interrupted:
+        raise KeyboardInterrupt
+    args.status = 1 if report.failed else 0
+
+
+#: The metrics `pfcsim results` shows by default.
+DEFAULT_METRICS = ("fct_avg_us", "fct_p99_us", "slowdown_p99", "pfc_pauses")
+
+
+def _results(args: argparse.Namespace) -> None:
+    """`pfcsim results`: one table per metric, or the result of a SQL query."""
+    import pandas as pd
+
+    store = pfcsim.open_store(args.store)
+    if args.sql:
+        frame = store.sql(args.sql)
+        print(frame.to_csv(index=False) if args.csv else frame.to_string(index=False))
+        return
+    failed = sorted((store.path / "failed").glob("*.json"))
+    if failed:
+        print(f"{len(failed)} points failed: see {store.path / 'failed'}", file=sys.stderr)
+    runs = store.runs
+    print(f"{store.path}: {len(runs)} runs; swept fields: {', '.join(store.axes()) or 'none'}")
+    columns = None if args.columns == "none" else args.columns
+    rows = args.rows.split(",") if args.rows else None
+    seeds = runs["seed"].nunique() if "seed" in runs.columns else 1
+    with pd.option_context("display.width", 200, "display.max_columns", 50):
+        for metric in args.metric or DEFAULT_METRICS:
+            table = store.comparison(metric, rows=rows, columns=columns)
+            if args.csv:
+                print(f"# {metric}")
+                print(table.to_csv())
+                continue
+            note = f" (mean over {seeds} seeds)" if seeds > 1 else ""
+            print(f"\n{metric}{note}")
+            print(table.to_string(float_format=lambda v: f"{v:.4g}"))
+
+
+def _plot(args: argparse.Namespace) -> None:
+    """`pfcsim plot`: draws the requested figures and prints the files written."""
+    store = pfcsim.open_store(args.store)
+    where = []
+    for item in args.where:
+        field, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--where {item}: expected FIELD=VALUE")
+        where.append((field, value))
+    out = args.out if args.out is not None else store.path / "plots"
+    for kind in args.kind or list(plots.KINDS):
+        request = plots.FigureRequest(
+            kind, series=args.series, x=args.x, metric=args.metric, where=tuple(where)
+        )
+        for path in plots.draw(store, request, out):
+            print(path)
 
 
 def _validate(args: argparse.Namespace) -> None:

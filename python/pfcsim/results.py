@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -10,8 +13,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     # Imported when first used (by `to_pandas`, `_to_polars`): they take a while to load.
     import pandas as pd
     import polars as pl
@@ -37,7 +38,7 @@ class Results:
         path: Path | None,
         spec: str,
         stats: dict[str, Any],
-        peak_packets: int,
+        peak_packets: int | None,
         summary_table: str,
         tables: dict[str, pa.Table],
     ) -> None:
@@ -48,7 +49,7 @@ class Results:
         self.spec = spec
         #: The run-wide counters of stats.json, with the integer `fingerprint`.
         self.stats = stats
-        #: The largest number of packets alive at once during the run.
+        #: The largest number of packets alive at once during the run (None if not recorded).
         self.peak_packets = peak_packets
         self._summary_table = summary_table
         self._tables = tables
@@ -67,6 +68,24 @@ class Results:
             peak_packets=outcome["peak_packets"],
             summary_table=outcome["summary_table"],
             tables={name: pq.read_table(folder / f"{name}.parquet") for name in TABLES},
+        )
+
+    @classmethod
+    def from_folder(cls, folder: str | os.PathLike[str]) -> Results:
+        """The results saved in a run folder (by `pfcsim run -o DIR` or a sweep).
+
+        `peak_packets` is known only for folders of a sweep (it is kept in `point.json`).
+        """
+        path = Path(folder)
+        point_file = path / "point.json"
+        point = json.loads(point_file.read_text()) if point_file.is_file() else {}
+        return cls(
+            path=path,
+            spec=(path / "spec.toml").read_text(),
+            stats=json.loads((path / "stats.json").read_text()),
+            peak_packets=point.get("peak_packets"),
+            summary_table=(path / "summary.txt").read_text(),
+            tables={name: pq.read_table(path / f"{name}.parquet") for name in TABLES},
         )
 
     @cached_property
@@ -126,7 +145,8 @@ class Results:
             f"out-of-order arrivals {out_of_order}",
             f"simulated {s['end_ps'] / 1e9:.3f} ms in {wall:.2f} s wall: "
             f"{s['events']} events, {rate}",
-            f"fingerprint {self.fingerprint}  peak packets in flight {self.peak_packets}",
+            f"fingerprint {self.fingerprint}"
+            + (f"  peak packets in flight {self.peak_packets}" if self.peak_packets else ""),
         ]
         if self.path is not None:
             lines.append(f"results in {self.path}")

@@ -17,6 +17,7 @@ RUN_FOLDER_FILES = {
     "flows.parquet",
     "ports.parquet",
     "summary.parquet",
+    "summary.txt",
     "stats.json",
     "fct.txt",
 }
@@ -81,6 +82,10 @@ def test_run_writes_the_run_folder(tiny_dict: dict[str, Any], tmp_path: Path) ->
     report = res.report()
     assert f"fingerprint {res.fingerprint}" in report
     assert report.endswith(f"results in {out}")
+    saved = pfcsim.Results.from_folder(out)
+    assert saved.stats == res.stats
+    assert saved.flows.equals(res.flows)
+    assert saved.report().splitlines()[0] == report.splitlines()[0]
 
 
 def test_relative_paths_of_a_dict_resolve_against_base_dir(

@@ -2,8 +2,8 @@
 //! benchmark.
 //!
 //! A run folder holds `spec.toml` (the resolved spec, every default filled in),
-//! `flows.parquet`, `ports.parquet`, `summary.parquet`, `stats.json` (run-wide counters and the
-//! fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
+//! `flows.parquet`, `ports.parquet`, `summary.parquet`, `summary.txt` (the summary as the
+//! command line prints it), `stats.json` (run-wide counters and the fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
 //! simulators, for side-by-side comparisons).
 
 use crate::metrics::RunStats;
@@ -58,6 +58,8 @@ pub fn write_run_dir(
     write_flows_parquet(&dir.join("flows.parquet"), &out.flows)?;
     write_ports_parquet(&dir.join("ports.parquet"), &out.ports)?;
     write_summary_parquet(&dir.join("summary.parquet"), summary)?;
+    let table_path = dir.join("summary.txt");
+    std::fs::write(&table_path, summary.to_table()).map_err(|e| io(&table_path, e))?;
     let stats_path = dir.join("stats.json");
     std::fs::write(&stats_path, stats_json(&out.stats)).map_err(|e| io(&stats_path, e))?;
     let fct_path = dir.join("fct.txt");

@@ -12,6 +12,7 @@ use pfcsim_core::cdf::FlowSizeCdf;
 use pfcsim_core::lb::registry;
 use pfcsim_core::run::{build_simulation, run_scenario, stats_json, summarize, write_run_dir};
 use pfcsim_core::spec::{self, Spec};
+use pfcsim_core::engine::Fingerprint;
 use pfcsim_core::units::Time;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
@@ -76,6 +77,8 @@ struct Info {
     scheme: &'static str,
     first_start: Time,
     last_start: Time,
+    resolved_spec: String,
+    inputs_digest: u64,
 }
 
 impl Info {
@@ -89,6 +92,8 @@ impl Info {
             scheme: sc.spec.lb.name(),
             first_start: starts.clone().min().unwrap_or(Time::ZERO),
             last_start: starts.max().unwrap_or(Time::ZERO),
+            resolved_spec: sc.spec.resolved_toml(),
+            inputs_digest: inputs_digest(sc),
         }
     }
 
@@ -101,8 +106,28 @@ impl Info {
         d.set_item("scheme", self.scheme)?;
         d.set_item("first_start_s", self.first_start.as_secs_f64())?;
         d.set_item("last_start_s", self.last_start.as_secs_f64())?;
+        d.set_item("resolved_spec", &self.resolved_spec)?;
+        d.set_item("inputs_digest", format!("{:016x}", self.inputs_digest))?;
         Ok(d)
     }
+}
+
+/// A digest of everything a run reads besides the spec text: the built topology (every link)
+/// and the flow table. Two prepared scenarios with the same resolved spec but a different
+/// topology, CDF or flow file (edited on disk) get different digests, so a sweep that keys its
+/// points by spec and digest reruns them.
+fn inputs_digest(sc: &spec::Scenario) -> u64 {
+    let mut digest = Fingerprint::default();
+    for link in &sc.topology.links {
+        digest.add(link.delay, (u64::from(link.a) << 32) | u64::from(link.b));
+        digest.add(Time(link.rate.0), 1);
+    }
+    for f in &sc.flows {
+        digest.add(f.start, (u64::from(f.src) << 32) | u64::from(f.dst));
+        digest.add(Time(f.size), u64::from(f.priority) << 48 | u64::from(f.dport) << 32);
+        digest.add(Time(u64::from(f.path_tag)), 2);
+    }
+    digest.value()
 }
 
 /// Checks a spec completely without running it: reads and validates it, builds its topology
@@ -164,8 +189,10 @@ struct Finished {
 
 #[pymethods]
 impl Scenario {
-    /// name, hosts, switches, flows, scheme, and the first and last flow start times
-    /// (`first_start_s`, `last_start_s`, in simulated seconds).
+    /// name, hosts, switches, flows, scheme, the first and last flow start times
+    /// (`first_start_s`, `last_start_s`, in simulated seconds), the resolved spec TOML
+    /// (`resolved_spec`) and the digest of the built topology and flow table
+    /// (`inputs_digest`, 16 hexadecimal digits).
     #[getter]
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.info.to_dict(py)

@@ -1,0 +1,258 @@
+"""The standard figures of a results store, drawn with matplotlib (PNG and SVG).
+
+Each figure compares series (by default one per load-balancing scheme) over the store's runs;
+values of runs that differ only by seed are pooled (CDF) or averaged (everything else):
+
+* `fct-cdf`: CDF of the flow completion time, one panel per value of the x field;
+* `vs-load`: average and 99th-percentile FCT (or slowdown) against the x field (the load);
+* `buckets`: average and 99th-percentile slowdown by flow-size bucket, one panel per x value;
+* `pause`: PFC pause frames sent and total time ports spent paused, against the x field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from pfcsim.store import Store
+
+#: Every figure kind, with what it shows.
+KINDS = {
+    "fct-cdf": "CDF of flow completion time per scheme",
+    "vs-load": "average and p99 FCT (or slowdown) against load per scheme",
+    "buckets": "average and p99 slowdown by flow-size bucket per scheme",
+    "pause": "PFC pauses sent and port time paused against load per scheme",
+}
+
+#: Most panels drawn side by side; beyond that, narrow the runs with `where`.
+MAX_PANELS = 6
+
+#: Axis labels of the fields and metrics the figures use.
+LABELS = {
+    "load": "offered load",
+    "fct": "FCT (µs)",
+    "slowdown": "slowdown (FCT / ideal FCT)",
+    "pfc_pauses": "PFC pause frames sent",
+    "pfc_paused_time_us": "port time paused by PFC (ms, all ports)",
+}
+
+
+@dataclass(frozen=True)
+class FigureRequest:
+    """What to draw: the kind, the series and x fields, the metric and a run filter."""
+
+    kind: str
+    #: Field whose values make the series (lines or bars).
+    series: str = "scheme"
+    #: Field on the x axis (`vs-load`, `pause`) or that splits panels (`fct-cdf`, `buckets`).
+    x: str = "load"
+    #: `fct` or `slowdown`, for `vs-load`.
+    metric: str = "fct"
+    #: Only runs whose fields equal these values (as text).
+    where: tuple[tuple[str, str], ...] = ()
+
+
+def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
+    """Draws one figure of `store` into `out_dir` as `<kind>.png` and `<kind>.svg`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if request.kind not in KINDS:
+        kinds = ", ".join(KINDS)
+        raise ValueError(f"unknown figure kind {request.kind!r}; expected one of {kinds}")
+    if request.metric not in ("fct", "slowdown"):
+        raise ValueError(f"unknown metric {request.metric!r}; expected fct or slowdown")
+    runs = _selected_runs(store, request)
+    drawer = {
+        "fct-cdf": _fct_cdf,
+        "vs-load": _vs_load,
+        "buckets": _buckets,
+        "pause": _pause,
+    }[request.kind]
+    figure = drawer(store, runs, request)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for suffix in ("png", "svg"):
+        path = out_dir / f"{request.kind}.{suffix}"
+        figure.savefig(path, dpi=150, bbox_inches="tight")
+        written.append(path)
+    plt.close(figure)
+    return written
+
+
+def _selected_runs(store: Store, request: FigureRequest) -> pd.DataFrame:
+    """The runs matching `request.where`, with the series and x fields checked."""
+    runs = store.runs
+    for field in (request.series, request.x):
+        if field not in runs.columns:
+            raise ValueError(f"no field {field!r} in the runs table of {store.path}")
+    for field, value in request.where:
+        if field not in runs.columns:
+            raise ValueError(f"--where {field}={value}: no field {field!r} in the runs table")
+        runs = runs[runs[field].astype(str) == value]
+    if runs.empty:
+        raise ValueError("no run matches the --where filters")
+    return runs
+
+
+def _series_values(runs: pd.DataFrame, field: str) -> list[Any]:
+    """The distinct values of `field`, in the order they first appear."""
+    return list(dict.fromkeys(runs[field].tolist()))
+
+
+def _panel_values(runs: pd.DataFrame, field: str) -> list[Any]:
+    """The distinct values of `field` that make panels, sorted; at most `MAX_PANELS`."""
+    values = sorted(set(runs[field].tolist()), key=_sort_key)
+    if len(values) > MAX_PANELS:
+        raise ValueError(
+            f"{len(values)} values of {field!r} would make too many panels; "
+            f"narrow the runs with --where {field}=VALUE"
+        )
+    return values
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    """Numbers first in numeric order, then everything else as text."""
+    if isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value)):
+        return (0, value)
+    return (1, str(value))
+
+
+def _panels(count: int, *, height: float = 3.6) -> tuple[Figure, list[Axes]]:
+    """A figure with `count` panels side by side."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(
+        1, count, figsize=(4.8 * count, height), squeeze=False, layout="constrained"
+    )
+    return figure, list(axes[0])
+
+
+def _fct_cdf(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
+    """CDF of the FCT of all finished flows, one line per series, one panel per x value."""
+    import numpy as np
+
+    panels = _panel_values(runs, request.x)
+    figure, axes = _panels(len(panels))
+    for ax, value in zip(axes, panels, strict=True):
+        chosen = runs[runs[request.x] == value]
+        for series in _series_values(chosen, request.series):
+            keys = chosen[chosen[request.series] == series]["key"].tolist()
+            fct = store.sql(
+                "SELECT fct_us FROM flows WHERE run_key IN ? AND fct_us IS NOT NULL", [keys]
+            )["fct_us"].to_numpy()
+            if fct.size == 0:
+                continue
+            fct = np.sort(fct)
+            ax.step(fct, np.arange(1, fct.size + 1) / fct.size, where="post", label=str(series))
+        ax.set_xscale("log")
+        ax.set_xlabel(LABELS["fct"])
+        ax.set_ylabel("fraction of flows")
+        ax.set_ylim(0, 1.01)
+        ax.set_title(f"{_label(request.x, runs)} = {value}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(title=request.series, fontsize="small")
+    figure.suptitle("Flow completion time (finished flows)")
+    return figure
+
+
+def _vs_load(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
+    """Average and p99 of FCT or slowdown against x, one line per series (mean over seeds)."""
+    columns = (
+        ("fct_avg_us", "fct_p99_us")
+        if request.metric == "fct"
+        else ("slowdown_avg", "slowdown_p99")
+    )
+    figure, axes = _panels(2)
+    for ax, column, stat in zip(axes, columns, ("average", "99th percentile"), strict=True):
+        _lines(ax, runs, request, column)
+        ax.set_ylabel(f"{stat} {_label(request.metric)}")
+        ax.set_title(f"{stat} {request.metric.upper() if request.metric == 'fct' else 'slowdown'}")
+    return figure
+
+
+def _pause(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
+    """PFC pause frames and paused port time against x, one line per series."""
+    figure, axes = _panels(2)
+    runs = runs.assign(pfc_paused_time_ms=runs["pfc_paused_time_us"] / 1e3)
+    for ax, column, label in (
+        (axes[0], "pfc_pauses", LABELS["pfc_pauses"]),
+        (axes[1], "pfc_paused_time_ms", LABELS["pfc_paused_time_us"]),
+    ):
+        _lines(ax, runs, request, column)
+        ax.set_ylabel(label)
+    axes[0].set_title("PFC pause frames")
+    axes[1].set_title("time paused by PFC")
+    return figure
+
+
+def _lines(ax: Axes, runs: pd.DataFrame, request: FigureRequest, column: str) -> None:
+    """One line per series of `column` (mean over runs with equal x) against x."""
+    for series in _series_values(runs, request.series):
+        points = (
+            runs[runs[request.series] == series]
+            .groupby(request.x)[column]
+            .mean()
+            .sort_index(key=lambda idx: idx.map(_sort_key))
+        )
+        ax.plot(points.index, points.to_numpy(), marker="o", label=str(series))
+    ax.set_xlabel(_label(request.x, runs))
+    ax.grid(True, alpha=0.3)
+    ax.legend(title=request.series, fontsize="small")
+
+
+def _buckets(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
+    """Average and p99 slowdown by flow-size bucket, one line per series, panels by x."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    panels = _panel_values(runs, request.x)
+    figure, axes = _panels(len(panels))
+    for ax, value in zip(axes, panels, strict=True):
+        chosen = runs[runs[request.x] == value]
+        for series in _series_values(chosen, request.series):
+            keys = chosen[chosen[request.series] == series]["key"].tolist()
+            table = store.sql(
+                "SELECT bucket, avg(slowdown_avg) AS avg, avg(slowdown_p99) AS p99, "
+                "min(rowid) AS position FROM summary WHERE run_key IN ? AND bucket <> 'all' "
+                "GROUP BY bucket ORDER BY position",
+                [keys],
+            )
+            (line,) = ax.plot(table["bucket"], table["p99"], marker="o", label=f"{series} p99")
+            ax.plot(
+                table["bucket"],
+                table["avg"],
+                marker="s",
+                linestyle="--",
+                color=line.get_color(),
+                label=f"{series} avg",
+            )
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("flow size")
+        ax.set_ylabel(LABELS["slowdown"])
+        ax.set_title(f"{_label(request.x, runs)} = {value}")
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="x-small", ncol=2)
+    figure.suptitle("Slowdown by flow size (average dashed, p99 solid)")
+    return figure
+
+
+def _label(field: str, runs: pd.DataFrame | None = None) -> str:
+    """The axis label of a field or metric; for the load, what it is a fraction of."""
+    if field == "load" and runs is not None and "load_of" in runs.columns:
+        loads_of = set(runs["load_of"].dropna())
+        if len(loads_of) == 1:
+            return f"offered load (of {loads_of.pop()} capacity)"
+    return LABELS.get(field, field)

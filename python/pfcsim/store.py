@@ -1,0 +1,364 @@
+"""A results store: the run folders of sweeps, indexed in one DuckDB database.
+
+The run folders (`runs/<key>/`, see `pfcsim.sweep`) are the source of truth; `index.duckdb` is
+derived from them and brought up to date by `Store.sync` (every command that reads a store
+calls it), so an interrupted sweep or a deleted run folder never leaves the index wrong for
+long. Tables (docs/sweeps.md):
+
+* `runs`: one row per run: `key`, the sweep and point it came from, every field of its
+  resolved spec as a column named by its key path (`"lb.scheme"`, `"traffic[0].load"`), the
+  shorthands `scheme`, `workload`, `load`, `seed`, the run-wide counters of `stats.json`, the
+  `all` row of its summary, and totals over its ports and flows;
+* `flows`, `ports`, `summary`: the run folders' Parquet tables, with a first column `run_key`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from contextlib import contextmanager
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pfcsim.results import TABLES, Results
+from pfcsim.sweep import POINT_FILE, finished_keys
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import duckdb
+    import pandas as pd
+    import polars as pl
+
+#: The file name of the index inside a store.
+INDEX_FILE = "index.duckdb"
+
+#: Totals over a run's ports and flows added to the `runs` table: column -> SQL aggregate.
+PORT_TOTALS = {
+    "pfc_pauses": "sum(pfc_pauses_sent)",
+    "pfc_paused_time_us": "sum(paused_time_ps) / 1e6",
+    "ecn_marks": "sum(ecn_marks)",
+    "port_drops": "sum(drops)",
+    "lb_messages": "sum(lb_messages_sent)",
+}
+FLOW_TOTALS = {
+    "retransmitted_bytes": "sum(retransmitted_bytes)",
+    "ooo_arrivals": "sum(ooo_arrivals)",
+    "max_ooo_degree": "max(max_ooo_degree)",
+    "nacks": "sum(nacks_received)",
+    "timeouts": "sum(timeouts)",
+    "stalled_flows": "sum(stalled::INTEGER)",
+}
+
+#: Columns of the `runs` table that name the most-used spec fields.
+SHORTHANDS = ("scheme", "workload", "load", "seed")
+
+#: Spec fields that never make a comparison axis.
+NOT_AXES = ("name",)
+
+
+class Store:
+    """A results store folder (made by `pfcsim sweep`), with its DuckDB index.
+
+    `runs` gives the `runs` table as a pandas DataFrame (`runs_pl`: polars); `sql` runs any
+    query against the index; `results(key)` loads one run as `Results`; `comparison` pivots
+    a metric by scheme and swept fields.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Opens the store at `path` and brings its index up to date (see `sync`)."""
+        self.path = Path(path)
+        if not (self.path / "runs").is_dir():
+            raise FileNotFoundError(
+                f"{self.path} is not a results store (no runs/ folder); "
+                "make one with `pfcsim sweep sweep.toml -o DIR`"
+            )
+        self.sync()
+
+    @property
+    def index_path(self) -> Path:
+        """The DuckDB database file."""
+        return self.path / INDEX_FILE
+
+    @contextmanager
+    def connect(self, *, read_only: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A DuckDB connection to the index, closed when the block ends."""
+        import duckdb
+
+        con = duckdb.connect(str(self.index_path), read_only=read_only)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def sync(self) -> int:
+        """Makes the index match the run folders: adds new runs, drops deleted ones.
+
+        Runs in one transaction, so an interruption leaves the previous index. Returns the
+        number of runs indexed.
+        """
+        on_disk = finished_keys(self.path)
+        with self.connect(read_only=False) as con:
+            current = _index_format(con) == _INDEX_FORMAT
+            indexed = _indexed_keys(con) if current else set()
+            if current and indexed == on_disk and indexed:
+                return len(indexed)
+            con.execute("BEGIN TRANSACTION")
+            if not current:
+                for table in (*TABLES, "runs", "spec_columns", "index_format"):
+                    con.execute(f"DROP TABLE IF EXISTS {table}")
+                con.execute("CREATE TABLE index_format AS SELECT ? AS format", [_INDEX_FORMAT])
+            gone = sorted(indexed - on_disk)
+            new = sorted(on_disk - indexed)
+            for table in TABLES:
+                if gone and _has_table(con, table):
+                    con.execute(f"DELETE FROM {table} WHERE run_key IN ?", [gone])
+                if new:
+                    _append_runs(con, table, [self.path / "runs" / k for k in new])
+            _rebuild_runs_table(con, self.path, sorted(on_disk))
+            con.execute("COMMIT")
+        return len(on_disk)
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        """The `runs` table (pandas), ordered by sweep and point index."""
+        return self.sql("SELECT * FROM runs ORDER BY sweep, point_index, key")
+
+    @property
+    def runs_pl(self) -> pl.DataFrame:
+        """The `runs` table (polars), ordered by sweep and point index."""
+        return self.sql_pl("SELECT * FROM runs ORDER BY sweep, point_index, key")
+
+    def sql(self, query: str, params: list[Any] | None = None) -> pd.DataFrame:
+        """The result of a SQL query against the index, as a pandas DataFrame."""
+        with self.connect() as con:
+            return con.sql(query, params=params).df()
+
+    def sql_pl(self, query: str, params: list[Any] | None = None) -> pl.DataFrame:
+        """The result of a SQL query against the index, as a polars DataFrame."""
+        with self.connect() as con:
+            return con.sql(query, params=params).pl()
+
+    def arrow(self, query: str, params: list[Any] | None = None) -> pa.Table:
+        """The result of a SQL query against the index, as an Arrow table."""
+        with self.connect() as con:
+            relation = con.sql(query, params=params)
+            # `to_arrow_table` since DuckDB 1.4; `fetch_arrow_table` before.
+            fetch = getattr(relation, "to_arrow_table", None) or relation.fetch_arrow_table
+            return fetch()
+
+    def results(self, key: str) -> Results:
+        """The run with key `key` (a prefix is enough if it is unique) as `Results`."""
+        keys = [k for k in finished_keys(self.path) if k.startswith(key)]
+        if len(keys) != 1:
+            raise KeyError(f"{len(keys)} runs in {self.path} have a key starting with {key!r}")
+        return Results.from_folder(self.path / "runs" / keys[0])
+
+    def axes(self) -> list[str]:
+        """The fields that differ between runs (the sweep's axes), in spec order.
+
+        A field counts if its values (where it is set) take more than one value: a parameter
+        of one scheme only, at its default, does not. A field equal in every run to one of the
+        shorthands `scheme`, `workload`, `load`, `seed` is given by the shorthand's name.
+        """
+        runs = self.runs
+        spec_columns = self.sql("SELECT name FROM spec_columns ORDER BY position")["name"]
+        axes = []
+        for column in spec_columns:
+            values = runs[column].dropna().astype(str)
+            if column in NOT_AXES or values.nunique() < 2:
+                continue
+            same = (
+                short
+                for short in SHORTHANDS
+                if short in runs.columns
+                and runs[short].astype(str).tolist() == runs[column].astype(str).tolist()
+            )
+            axes.append(next(same, column))
+        return list(dict.fromkeys(axes))
+
+    def comparison(
+        self,
+        metric: str,
+        *,
+        rows: list[str] | None = None,
+        columns: str | None = "scheme",
+    ) -> pd.DataFrame:
+        """`metric` averaged over the runs of each (rows, columns) cell, as a pivot table.
+
+        `rows` default to the axes other than `columns`, `scheme` and `seed` (runs that differ
+        only by seed are averaged); `columns` is a spec field or None for a single column.
+        """
+        runs = self.runs
+        if metric not in runs.columns:
+            raise KeyError(f"no column {metric!r} in the runs table; see docs/sweeps.md")
+        if columns is not None and columns not in runs.columns:
+            raise KeyError(f"no column {columns!r} in the runs table")
+        if rows is None:
+            skip = {columns, "scheme", "seed"}
+            rows = [a for a in self.axes() if a not in skip]
+        for r in rows:
+            if r not in runs.columns:
+                raise KeyError(f"no column {r!r} in the runs table")
+        frame = runs.copy()
+        if not rows:
+            frame["all runs"] = ""
+            rows = ["all runs"]
+        if columns is None:
+            return frame.groupby(rows, dropna=False)[metric].mean().to_frame(metric)
+        return frame.pivot_table(
+            index=rows, columns=columns, values=metric, aggfunc="mean", dropna=False
+        )
+
+
+#: The layout of the index: a store indexed by another pfcsim version is indexed again.
+_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 1"
+
+
+def _index_format(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The layout the index was built with (None for a new or older index)."""
+    if not _has_table(con, "index_format"):
+        return None
+    row = con.execute("SELECT format FROM index_format").fetchone()
+    return row[0] if row else None
+
+
+def _indexed_keys(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Keys in the index's `runs` table (none if there is no table yet)."""
+    if not _has_table(con, "runs"):
+        return set()
+    return {row[0] for row in con.execute("SELECT key FROM runs").fetchall()}
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the index has table `name`."""
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+    ).fetchone()
+    return bool(found and found[0])
+
+
+def _append_runs(con: duckdb.DuckDBPyConnection, table: str, folders: list[Path]) -> None:
+    """Appends `<table>.parquet` of every run folder in `folders` to `table`, with `run_key`."""
+    files = [str(f / f"{table}.parquet") for f in folders]
+    select = (
+        r"SELECT regexp_extract(filename, '([0-9a-f]{16})[/\\][a-z]+\.parquet$', 1) AS run_key,"
+        " * EXCLUDE (filename) FROM read_parquet(?, filename = true, union_by_name = true)"
+    )
+    if _has_table(con, table):
+        con.execute(f"INSERT INTO {table} BY NAME {select}", [files])
+    else:
+        con.execute(f"CREATE TABLE {table} AS {select}", [files])
+
+
+def _rebuild_runs_table(con: duckdb.DuckDBPyConnection, store: Path, keys: list[str]) -> None:
+    """Replaces the `runs` table with one row per run folder of `keys`."""
+    rows = [_run_row(store / "runs" / key) for key in keys]
+    table = _rows_to_arrow(rows)
+    con.register("run_rows", table)
+    port_totals = ", ".join(f"{sql} AS {name}" for name, sql in PORT_TOTALS.items())
+    flow_totals = ", ".join(f"{sql} AS {name}" for name, sql in FLOW_TOTALS.items())
+    if keys:
+        con.execute(
+            f"""CREATE OR REPLACE TABLE runs AS
+            SELECT r.*, p.* EXCLUDE (run_key), f.* EXCLUDE (run_key)
+            FROM run_rows r
+            LEFT JOIN (SELECT run_key, {port_totals} FROM ports GROUP BY run_key) p
+                ON p.run_key = r.key
+            LEFT JOIN (SELECT run_key, {flow_totals} FROM flows GROUP BY run_key) f
+                ON f.run_key = r.key"""
+        )
+    else:
+        con.execute("CREATE OR REPLACE TABLE runs AS SELECT * FROM run_rows")
+    con.unregister("run_rows")
+    spec_columns = list(dict.fromkeys(c for row in rows for c in _flatten_keys(row)))
+    con.execute("CREATE OR REPLACE TABLE spec_columns (position INTEGER, name VARCHAR)")
+    if spec_columns:
+        con.executemany("INSERT INTO spec_columns VALUES (?, ?)", list(enumerate(spec_columns)))
+
+
+def _run_row(folder: Path) -> dict[str, Any]:
+    """The `runs` row of one run folder, before the port and flow totals."""
+    point = json.loads((folder / POINT_FILE).read_text())
+    spec = tomllib.loads((folder / "spec.toml").read_text())
+    stats = json.loads((folder / "stats.json").read_text())
+    summary = pq.read_table(folder / "summary.parquet").to_pylist()
+    overall = next((s for s in summary if s["bucket"] == "all"), {})
+    row: dict[str, Any] = {
+        "key": folder.name,
+        "sweep": point.get("sweep"),
+        "point_index": point.get("index"),
+        "label": point.get("label"),
+        "point_wall_seconds": point.get("wall_seconds"),
+    }
+    row.update(_shorthands(spec))
+    row["fingerprint"] = f"{stats.pop('fingerprint'):016x}"
+    row.update(stats)
+    row["sim_time_ms"] = stats["end_ps"] / 1e9
+    row.update({k: v for k, v in overall.items() if k not in ("bucket", "flows", "finished")})
+    flat = _flatten(spec)
+    row.update(flat)
+    row[_SPEC_KEYS] = list(flat)
+    return row
+
+
+#: A private entry of a row from `_run_row`: the key paths of its spec fields, in order.
+_SPEC_KEYS = "__spec_keys__"
+
+
+def _flatten_keys(row: dict[str, Any]) -> list[str]:
+    """The spec key paths of a row from `_run_row`."""
+    return row[_SPEC_KEYS]
+
+
+def _shorthands(spec: dict[str, Any]) -> dict[str, Any]:
+    """`scheme`, `workload`, `load`, `load_of` (of the first generator with a load), `seed`."""
+    generator = next((t for t in spec.get("traffic", []) if "load" in t), {})
+    return {
+        "scheme": spec.get("lb", {}).get("scheme"),
+        "workload": generator.get("cdf"),
+        "load": generator.get("load"),
+        "load_of": generator.get("load_of"),
+        "seed": spec.get("seed"),
+    }
+
+
+def _flatten(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every scalar of a spec by key path; arrays of scalars as JSON text; empty arrays skipped."""
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else key)
+        elif isinstance(node, list):
+            if node and all(isinstance(v, dict) for v in node):
+                for i, value in enumerate(node):
+                    walk(value, f"{path}[{i}]")
+            elif node:
+                out[path] = json.dumps(node)
+        else:
+            out[path] = node
+
+    walk(spec, "")
+    return out
+
+
+def _rows_to_arrow(rows: list[dict[str, Any]]) -> pa.Table:
+    """The rows as an Arrow table; a column whose values mix types becomes text."""
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(k for k in row if k != _SPEC_KEYS))
+    arrays = {}
+    for name in columns:
+        values = [row.get(name) for row in rows]
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays[name] = pa.array([None if v is None else str(v) for v in values])
+    return pa.table(arrays) if arrays else pa.table({"key": pa.array([], pa.string())})

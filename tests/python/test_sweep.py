@@ -1,0 +1,354 @@
+"""Sweeps, the results store and its DuckDB index, comparison tables and plots."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import pfcsim
+from conftest import TINY_TOML
+from pfcsim.sweep import (
+    PointOutcome,
+    PointTask,
+    check,
+    execute,
+    finished_keys,
+    load_sweep,
+    run_sweep,
+)
+from test_cli import cli, pfcsim_command
+
+#: Schemes x loads x seeds over the tiny spec: 8 points.
+SWEEP_TOML = """\
+base = "spec.toml"
+
+[grid]
+lb.scheme = ["ecmp", "rps"]
+"traffic[0].load" = [0.2, 0.4]
+seed = [1, 2]
+"""
+
+
+@pytest.fixture
+def sweep_file(tiny_file: Path) -> Path:
+    """`sweep.toml` beside the tiny spec."""
+    path = tiny_file.parent / "sweep.toml"
+    path.write_text(SWEEP_TOML)
+    return path
+
+
+def test_grid_expands_in_order_with_the_last_key_fastest(sweep_file: Path) -> None:
+    sweep = load_sweep(sweep_file)
+    assert sweep.name == "sweep"
+    labels = [p.label for p in sweep.points]
+    assert len(labels) == 8
+    assert labels[:3] == [
+        "lb.scheme=ecmp traffic[0].load=0.2 seed=1",
+        "lb.scheme=ecmp traffic[0].load=0.2 seed=2",
+        "lb.scheme=ecmp traffic[0].load=0.4 seed=1",
+    ]
+    last = sweep.points[-1].spec
+    assert last["lb"] == {"scheme": "rps"}
+    assert last["traffic"][0]["load"] == 0.4
+    assert last["seed"] == 2
+    # The base spec is not modified by the expansion.
+    assert "lb" not in sweep.base
+
+
+def test_zip_groups_advance_together_and_cross_the_grid(tiny_file: Path) -> None:
+    sweep = load_sweep(
+        {
+            "base": str(tiny_file),
+            "grid": {"seed": [1, 2]},
+            "zip": {
+                "topology.host_link.rate": ["25Gbps", "100Gbps"],
+                "topology.fabric_link.rate": ["25Gbps", "100Gbps"],
+            },
+        }
+    )
+    rates = [
+        (
+            p.spec["seed"],
+            p.spec["topology"]["host_link"]["rate"],
+            p.spec["topology"]["fabric_link"]["rate"],
+        )
+        for p in sweep.points
+    ]
+    assert rates == [
+        (1, "25Gbps", "25Gbps"),
+        (1, "100Gbps", "100Gbps"),
+        (2, "25Gbps", "25Gbps"),
+        (2, "100Gbps", "100Gbps"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [
+        ({"grid": {"seed": [1]}}, "<dict>: missing key `base`: the spec to sweep"),
+        ({"base": "spec.toml", "grids": {}}, "<dict>: unknown key `grids` in a sweep spec"),
+        (
+            {"base": "spec.toml", "grid": {"seed": 3}},
+            "<dict>: grid.seed: expected a non-empty list of values, got 3",
+        ),
+        (
+            {"base": "spec.toml", "zip": {"seed": [1, 2], "lb.scheme": ["ecmp"]}},
+            "<dict>: zip: the lists of a zip must have equal lengths (seed has 2, lb.scheme has 1)",
+        ),
+        (
+            {"base": "spec.toml", "grid": {"traffic[3].load": [0.1]}},
+            "<dict>: `traffic[3].load`: the base spec has 1 entries in `traffic`, "
+            "so traffic[3] does not exist",
+        ),
+        (
+            {"base": "spec.toml", "grid": {"traffic[x].load": [0.1]}},
+            "`traffic[x].load` is not a key path",
+        ),
+        ({"base": "missing.toml"}, "<dict>: base: cannot read"),
+    ],
+)
+def test_bad_sweep_specs_name_the_key(tiny_file: Path, sweep: dict[str, Any], message: str) -> None:
+    with pytest.raises(pfcsim.SpecError) as e:
+        load_sweep(sweep, base_dir=tiny_file.parent)
+    assert message in str(e.value)
+
+
+def test_a_bad_point_is_rejected_before_anything_runs(sweep_file: Path, tmp_path: Path) -> None:
+    sweep_file.write_text(SWEEP_TOML.replace("[0.2, 0.4]", "[0.2, 1.5]"))
+    store = tmp_path / "store"
+    with pytest.raises(pfcsim.SpecError) as e:
+        pfcsim.sweep(sweep_file, out=store, workers=1)
+    assert "point 2 (lb.scheme=ecmp traffic[0].load=1.5 seed=1)" in str(e.value)
+    assert "traffic[0]" in str(e.value)
+    assert not store.exists()
+
+
+def test_points_with_equal_resolved_specs_share_one_key(tiny_file: Path) -> None:
+    # ECMP's salt is 0 by default: both points resolve to the same spec.
+    grid = {"lb": [{"scheme": "ecmp"}, {"scheme": "ecmp", "salt": 0}]}
+    sweep = load_sweep({"base": "spec.toml", "grid": grid}, tiny_file.parent)
+    assert len(sweep.points) == 2
+    assert len(check(sweep)) == 1
+
+
+def test_a_changed_input_file_changes_the_key(tmp_path: Path) -> None:
+    cdf = tmp_path / "mine.cdf"
+    cdf.write_text("1000 0\n10000 1\n")
+    spec = tomllib.loads(TINY_TOML)
+    spec["traffic"][0]["cdf"] = "mine.cdf"
+    sweep = {"base": spec}
+    before = check(load_sweep(sweep, tmp_path))[0].key
+    cdf.write_text("1000 0\n20000 1\n")
+    after = check(load_sweep(sweep, tmp_path))[0].key
+    assert before != after
+
+
+def test_sweep_runs_every_point_and_a_rerun_skips_them(sweep_file: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    report = pfcsim.sweep(sweep_file, out=store, workers=2)
+    assert report.complete
+    assert len(report.ran) == 8
+    assert finished_keys(store) == set(report.ran)
+    for key in report.ran:
+        folder = store / "runs" / key
+        point = json.loads((folder / "point.json").read_text())
+        assert point["key"] == key
+        assert pfcsim.Results.from_folder(folder).stats["flows_finished"] > 0
+    again = pfcsim.sweep(sweep_file, out=store, workers=2)
+    assert again.ran == []
+    assert sorted(again.skipped) == sorted(report.ran)
+
+
+def test_a_failing_point_is_reported_and_the_others_finish(
+    sweep_file: Path, tmp_path: Path
+) -> None:
+    sweep = load_sweep(sweep_file)
+    points = check(sweep)
+    doomed = points[3].key
+
+    def backend(tasks: Sequence[PointTask]) -> Iterator[PointOutcome]:
+        for task in tasks:
+            if task.key == doomed:
+                yield PointOutcome(task.key, None, "boom", 0.0)
+            else:
+                yield execute(task)
+
+    store = tmp_path / "store"
+    report = run_sweep(sweep, store, backend, points=points)
+    assert report.failed == {doomed: "boom"}
+    assert len(report.ran) == 7
+    record = json.loads((store / "failed" / f"{doomed}.json").read_text())
+    assert record["error"] == "boom"
+    assert record["label"] == points[3].label
+    # A rerun retries the failed point only, and forgets the failure once it ran.
+    rerun = run_sweep(sweep, store, lambda tasks: map(execute, tasks), points=points)
+    assert rerun.ran == [doomed]
+    assert not (store / "failed" / f"{doomed}.json").exists()
+
+
+def test_a_worker_reports_a_bad_point_instead_of_raising() -> None:
+    outcome = execute(PointTask("k", "nonsense = [", "broken.toml", "."))
+    assert outcome.files is None
+    assert outcome.error is not None
+    assert "broken.toml" in outcome.error
+
+
+def test_a_sweep_killed_mid_way_resumes_losing_nothing(sweep_file: Path, tmp_path: Path) -> None:
+    # 16 points run one at a time; SIGKILL the whole sweep once a few have finished.
+    sweep_file.write_text(SWEEP_TOML.replace("seed = [1, 2]", "seed = [1, 2, 3, 4]"))
+    store = tmp_path / "store"
+    process = subprocess.Popen(
+        [pfcsim_command(), "sweep", str(sweep_file), "-o", str(store), "-j", "1", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while len(finished_keys(store)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    survived = finished_keys(store)
+    assert 3 <= len(survived) < 16, "the kill must land mid-way"
+    stamps = {k: (store / "runs" / k / "point.json").stat().st_mtime_ns for k in survived}
+
+    done = cli("sweep", str(sweep_file), "-o", str(store), "-j", "2", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = done.stdout.splitlines()[0]
+    assert summary == f"16 points: {16 - len(survived)} ran, {len(survived)} already done, 0 failed"
+    assert len(finished_keys(store)) == 16
+    assert not list((store / "runs").glob("*.partial-*"))
+    # The points that finished before the kill were not run again.
+    for key, stamp in stamps.items():
+        assert (store / "runs" / key / "point.json").stat().st_mtime_ns == stamp
+    assert len(pfcsim.open_store(store).runs) == 16
+
+
+def test_ray_gives_the_same_results_as_the_process_pool(sweep_file: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    pool = pfcsim.sweep(sweep_file, out=tmp_path / "pool", workers=2)
+    ray = pfcsim.sweep(sweep_file, out=tmp_path / "ray", ray="local")
+    assert sorted(pool.ran) == sorted(ray.ran)
+    for key in pool.ran:
+        a, b = tmp_path / "pool" / "runs" / key, tmp_path / "ray" / "runs" / key
+        # Byte for byte, but stats.json (which holds the wall time).
+        for name in ("flows.parquet", "ports.parquet", "summary.parquet", "spec.toml", "fct.txt"):
+            assert (a / name).read_bytes() == (b / name).read_bytes(), (key, name)
+        fingerprint = [json.loads((f / "stats.json").read_text())["fingerprint"] for f in (a, b)]
+        assert fingerprint[0] == fingerprint[1]
+
+
+@pytest.fixture
+def store(sweep_file: Path, tmp_path: Path) -> pfcsim.Store:
+    """A store holding the finished 8-point sweep."""
+    report = pfcsim.sweep(sweep_file, out=tmp_path / "store", workers=2)
+    assert report.complete
+    return pfcsim.open_store(report.store)
+
+
+def test_duckdb_tables_match_the_parquet_files(store: pfcsim.Store) -> None:
+    keys = sorted(finished_keys(store.path))
+    for table, order in (("flows", "flow_id"), ("ports", "node, port"), ("summary", "rowid")):
+        for key in keys:
+            expected = pq.read_table(store.path / "runs" / key / f"{table}.parquet")
+            got = store.arrow(
+                f"SELECT * EXCLUDE (run_key) FROM {table} WHERE run_key = ? ORDER BY {order}",
+                [key],
+            )
+            assert got.schema.names == expected.schema.names
+            pd.testing.assert_frame_equal(got.to_pandas(), expected.to_pandas())
+    runs = store.runs
+    assert store.runs_pl["key"].to_list() == runs["key"].tolist()
+    assert sorted(runs["key"]) == keys
+    for _, run in runs.iterrows():
+        folder = store.path / "runs" / run["key"]
+        stats = json.loads((folder / "stats.json").read_text())
+        assert run["fingerprint"] == f"{stats['fingerprint']:016x}"
+        assert run["flows_finished"] == stats["flows_finished"]
+        flows = pq.read_table(folder / "flows.parquet").to_pandas()
+        assert run["ooo_arrivals"] == flows["ooo_arrivals"].sum()
+        spec = tomllib.loads((folder / "spec.toml").read_text())
+        assert run["lb.scheme"] == run["scheme"] == spec["lb"]["scheme"]
+        assert run["traffic[0].load"] == run["load"] == spec["traffic"][0]["load"]
+
+
+def test_the_index_follows_deleted_run_folders(store: pfcsim.Store) -> None:
+    import shutil
+
+    victim = sorted(finished_keys(store.path))[0]
+    shutil.rmtree(store.path / "runs" / victim)
+    again = pfcsim.open_store(store.path)
+    assert victim not in set(again.runs["key"])
+    assert again.sql("SELECT count(*) AS n FROM flows WHERE run_key = ?", [victim])["n"][0] == 0
+
+
+def test_comparison_averages_seeds_per_scheme_and_load(store: pfcsim.Store) -> None:
+    assert store.axes() == ["seed", "scheme", "load"]
+    table = store.comparison("fct_p99_us")
+    assert list(table.columns) == ["ecmp", "rps"]
+    assert list(table.index) == [0.2, 0.4]
+    runs = store.runs
+    cell = runs[(runs["scheme"] == "rps") & (runs["load"] == 0.4)]["fct_p99_us"]
+    assert len(cell) == 2
+    assert table.loc[0.4, "rps"] == pytest.approx(cell.mean())
+
+
+def test_results_command_prints_a_table_per_metric(store: pfcsim.Store, tmp_path: Path) -> None:
+    done = cli("results", str(store.path), "-m", "fct_avg_us", "-m", "pfc_pauses", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{store.path}: 8 runs; swept fields: seed, scheme, load"
+    assert "fct_avg_us (mean over 2 seeds)" in lines
+    assert "pfc_pauses (mean over 2 seeds)" in lines
+    header = lines[lines.index("fct_avg_us (mean over 2 seeds)") + 1]
+    assert header.split() == ["scheme", "ecmp", "rps"]
+    sql = cli("results", str(store.path), "--sql", "SELECT count(*) AS n FROM runs", cwd=tmp_path)
+    assert sql.stdout.split() == ["n", "8"]
+    bad = cli("results", str(store.path), "-m", "nope", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "error: no column 'nope' in the runs table" in bad.stderr
+
+
+def test_plot_writes_every_figure_as_png_and_svg(store: pfcsim.Store, tmp_path: Path) -> None:
+    out = tmp_path / "figures"
+    done = cli("plot", str(store.path), "-o", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for kind in ("fct-cdf", "vs-load", "buckets", "pause"):
+        png, svg = out / f"{kind}.png", out / f"{kind}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", kind
+        assert "<svg" in svg.read_text()[:1000], kind
+    where = cli("plot", str(store.path), "-k", "fct-cdf", "--where", "load=9", cwd=tmp_path)
+    assert where.returncode == 2
+    assert "no run matches the --where filters" in where.stderr
+
+
+def test_sweep_command_reports_and_exits_zero(sweep_file: Path, tmp_path: Path) -> None:
+    done = cli("sweep", str(sweep_file), "-o", "store", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "8 points: 8 ran, 0 already done, 0 failed"
+    assert (tmp_path / "store" / "index.duckdb").is_file()
+    assert (tmp_path / "store" / "sweeps" / "sweep.toml").read_text() == SWEEP_TOML
+
+
+def test_sweep_progress_lines_in_a_log(sweep_file: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pfcsim", "sweep", str(sweep_file), "-o", "s", "-j", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    err = done.stderr.splitlines()
+    assert err[0] == "sweep sweep: 8 points, 0 already done, 8 to run on 2 local processes"
+    assert sum(" done in " in line for line in err) == 8
