@@ -9,10 +9,10 @@
 //! tables.
 
 use pfcsim_core::cdf::FlowSizeCdf;
+use pfcsim_core::engine::Fingerprint;
 use pfcsim_core::lb::registry;
 use pfcsim_core::run::{build_simulation, run_scenario, stats_json, summarize, write_run_dir};
 use pfcsim_core::spec::{self, Spec};
-use pfcsim_core::engine::Fingerprint;
 use pfcsim_core::units::Time;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
@@ -124,7 +124,10 @@ fn inputs_digest(sc: &spec::Scenario) -> u64 {
     }
     for f in &sc.flows {
         digest.add(f.start, (u64::from(f.src) << 32) | u64::from(f.dst));
-        digest.add(Time(f.size), u64::from(f.priority) << 48 | u64::from(f.dport) << 32);
+        digest.add(
+            Time(f.size),
+            u64::from(f.priority) << 48 | u64::from(f.dport) << 32,
+        );
         digest.add(Time(u64::from(f.path_tag)), 2);
     }
     digest.value()
