@@ -128,12 +128,12 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return (1, str(value))
 
 
-def _panels(count: int, *, height: float = 3.6) -> tuple[Figure, list[Axes]]:
-    """A figure with `count` panels side by side."""
+def _panels(count: int, *, sharey: bool = False) -> tuple[Figure, list[Axes]]:
+    """A figure with `count` panels side by side (with one y scale if `sharey`)."""
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(
-        1, count, figsize=(4.8 * count, height), squeeze=False, layout="constrained"
+        1, count, figsize=(4.8 * count, 3.6), squeeze=False, sharey=sharey, layout="constrained"
     )
     return figure, list(axes[0])
 
@@ -213,10 +213,10 @@ def _lines(ax: Axes, runs: pd.DataFrame, request: FigureRequest, column: str) ->
 
 def _buckets(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
     """Average and p99 slowdown by flow-size bucket, one line per series, panels by x."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     panels = _panel_values(runs, request.x)
-    figure, axes = _panels(len(panels))
+    figure, axes = _panels(len(panels), sharey=True)
     for ax, value in zip(axes, panels, strict=True):
         chosen = runs[runs[request.x] == value]
         for series in _series_values(chosen, request.series):
@@ -237,6 +237,7 @@ def _buckets(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure
                 label=f"{series} avg",
             )
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("flow size")

@@ -46,13 +46,12 @@ PORT_TOTALS = {
     "port_drops": "sum(drops)",
     "lb_messages": "sum(lb_messages_sent)",
 }
+#: (Totals of retransmitted bytes, out-of-order arrivals and stalled flows come with the
+#: summary's `all` row.)
 FLOW_TOTALS = {
-    "retransmitted_bytes": "sum(retransmitted_bytes)",
-    "ooo_arrivals": "sum(ooo_arrivals)",
     "max_ooo_degree": "max(max_ooo_degree)",
     "nacks": "sum(nacks_received)",
     "timeouts": "sum(timeouts)",
-    "stalled_flows": "sum(stalled::INTEGER)",
 }
 
 #: Columns of the `runs` table that name the most-used spec fields.
@@ -217,7 +216,7 @@ class Store:
 
 
 #: The layout of the index: a store indexed by another pfcsim version is indexed again.
-_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 1"
+_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 2"
 
 
 def _index_format(con: duckdb.DuckDBPyConnection) -> str | None:
