@@ -235,6 +235,7 @@ def _point_bar(console: Console, name: str, where: str) -> Iterator[PointBarCall
                 f"{len(points) - already} to run on {where}",
                 highlight=False,
                 markup=False,
+                soft_wrap=True,
             )
             bar.update(task, total=len(points), completed=already)
 
@@ -247,12 +248,14 @@ def _point_bar(console: Console, name: str, where: str) -> Iterator[PointBarCall
                     f"point {point.index} ({point.label}) failed: {outcome.error}",
                     highlight=False,
                     markup=False,
+                    soft_wrap=True,
                 )
             elif not shown:
                 console.print(
                     f"point {point.index} ({point.label}) done in {outcome.wall_seconds:.1f} s",
                     highlight=False,
                     markup=False,
+                    soft_wrap=True,
                 )
             bar.update(task, description=f"{failures} failed" if failures else "")
 
