@@ -14,6 +14,7 @@ import tomli_w
 
 import pfcsim
 from pfcsim import plots
+from pfcsim.sweep import check, finished_keys, load_sweep
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
         "local instance (local), or on the cluster at ADDRESS",
     )
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument(
+        "--list",
+        action="store_true",
+        help="check the points and list them with their keys and state; run nothing",
+    )
     sweep.set_defaults(command=_sweep)
 
     results = sub.add_parser(
@@ -137,6 +143,9 @@ def _run(args: argparse.Namespace) -> None:
 
 def _sweep(args: argparse.Namespace) -> None:
     """`pfcsim sweep`: runs the missing points, then prints what happened and where."""
+    if args.list:
+        _list_points(args)
+        return
     report = pfcsim.sweep(
         args.spec, out=args.out, workers=args.jobs, ray=args.ray, progress=not args.quiet
     )
@@ -151,6 +160,20 @@ def _sweep(args: argparse.Namespace) -> None:
     if report.interrupted:
         raise KeyboardInterrupt
     args.status = 1 if report.failed else 0
+
+
+def _list_points(args: argparse.Namespace) -> None:
+    """`pfcsim sweep --list`: every point with its key and whether it is done or failed."""
+    sweep = load_sweep(args.spec)
+    store = args.out if args.out is not None else Path("results") / sweep.name
+    done = finished_keys(store)
+    failed = {p.stem for p in (store / "failed").glob("*.json")}
+    points = check(sweep)
+    for point in points:
+        state = "done" if point.key in done else "failed" if point.key in failed else "to run"
+        print(f"{point.index:>4}  {point.key}  {state:<6}  {point.label}")
+    waiting = sum(p.key not in done for p in points)
+    print(f"{len(points)} points ({len(sweep.points)} before merging equal ones), {waiting} to run")
 
 
 #: The metrics `pfcsim results` shows by default.

@@ -340,6 +340,20 @@ def test_sweep_command_reports_and_exits_zero(sweep_file: Path, tmp_path: Path) 
     assert (tmp_path / "store" / "sweeps" / "sweep.toml").read_text() == SWEEP_TOML
 
 
+def test_sweep_list_shows_points_and_their_state(sweep_file: Path, tmp_path: Path) -> None:
+    first = cli("sweep", str(sweep_file), "-o", "store", "--list", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert lines[-1] == "8 points (8 before merging equal ones), 8 to run"
+    assert lines[0].split()[0] == "0"
+    assert lines[0].split()[2:] == ["to", "run", "lb.scheme=ecmp", "traffic[0].load=0.2", "seed=1"]
+    assert not (tmp_path / "store").exists()
+    cli("sweep", str(sweep_file), "-o", "store", "-q", cwd=tmp_path)
+    again = cli("sweep", str(sweep_file), "-o", "store", "--list", cwd=tmp_path)
+    assert again.stdout.splitlines()[-1] == "8 points (8 before merging equal ones), 0 to run"
+    assert all(line.split()[2] == "done" for line in again.stdout.splitlines()[:-1])
+
+
 def test_sweep_progress_lines_in_a_log(sweep_file: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pfcsim", "sweep", str(sweep_file), "-o", "s", "-j", "2"],
