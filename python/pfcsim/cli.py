@@ -193,6 +193,9 @@ def _results(args: argparse.Namespace) -> None:
     if failed:
         print(f"{len(failed)} points failed: see {store.path / 'failed'}", file=sys.stderr)
     runs = store.runs
+    if runs.empty:
+        print(f"{store.path}: no finished run yet")
+        return
     print(f"{store.path}: {len(runs)} runs; swept fields: {', '.join(store.axes()) or 'none'}")
     columns = None if args.columns == "none" else args.columns
     rows = args.rows.split(",") if args.rows else None

@@ -93,6 +93,8 @@ def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
 def _selected_runs(store: Store, request: FigureRequest) -> pd.DataFrame:
     """The runs matching `request.where`, with the series and x fields checked."""
     runs = store.runs
+    if runs.empty:
+        raise ValueError(f"{store.path} has no finished run yet")
     for field in (request.series, request.x):
         if field not in runs.columns:
             raise ValueError(f"no field {field!r} in the runs table of {store.path}")

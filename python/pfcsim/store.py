@@ -360,4 +360,9 @@ def _rows_to_arrow(rows: list[dict[str, Any]]) -> pa.Table:
             arrays[name] = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             arrays[name] = pa.array([None if v is None else str(v) for v in values])
-    return pa.table(arrays) if arrays else pa.table({"key": pa.array([], pa.string())})
+    if not arrays:  # no finished run yet: the columns every row has, empty
+        point = {"key": pa.string(), "sweep": pa.string(), "point_index": pa.int64()}
+        point |= {"label": pa.string(), "scheme": pa.string(), "load": pa.float64()}
+        point |= {"seed": pa.int64(), "name": pa.string()}
+        return pa.table({name: pa.array([], kind) for name, kind in point.items()})
+    return pa.table(arrays)

@@ -196,6 +196,17 @@ def test_a_failing_point_is_reported_and_the_others_finish(
     assert not (store / "failed" / f"{doomed}.json").exists()
 
 
+def test_a_store_whose_points_all_failed_reads_as_empty(sweep_file: Path, tmp_path: Path) -> None:
+    sweep = load_sweep(sweep_file)
+    store = tmp_path / "store"
+    run_sweep(sweep, store, lambda tasks: (PointOutcome(t.key, None, "boom", 0.0) for t in tasks))
+    assert pfcsim.open_store(store).runs.empty
+    done = cli("results", str(store), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{store}: no finished run yet\n"
+    assert "8 points failed" in done.stderr
+
+
 def test_a_worker_reports_a_bad_point_instead_of_raising() -> None:
     outcome = execute(PointTask("k", "nonsense = [", "broken.toml", "."))
     assert outcome.files is None
