@@ -458,6 +458,29 @@ fn drb_round_robins_exactly_per_destination() {
     for spine in 6..10 {
         assert_eq!(tx_packets(&out, spine, 5), 2 * n / 4, "spine {spine}");
     }
+
+    // The counter is per destination, not per flow: two flows from host 0 to host 2, whose
+    // packets the NIC alternates, share one walk, so each flow sees every other spine, as two
+    // queue pairs to one destination do under the reference's per-destination counter (one
+    // counter per flow would give each flow all four).
+    let flows = vec![
+        flow(0, 2, n * 1000, Time::ZERO),
+        flow(0, 2, n * 1000, Time::ZERO),
+    ];
+    let out = drain(
+        &topo,
+        with_lb(LbConfig::Drb(DrbConfig::default())),
+        flows,
+        11,
+    );
+    assert_lossless_and_conserved(&out);
+    for f in &out.flows {
+        assert_eq!((f.packets_sent, f.paths_used), (n, 2));
+        assert_eq!(f.path_changes as u64, n - 1);
+    }
+    for spine in 6..10 {
+        assert_eq!(tx_packets(&out, spine, 5), 2 * n / 4, "spine {spine}");
+    }
 }
 
 #[test]
