@@ -1,7 +1,9 @@
 //! Behaviour of the fabric model: each test fails if the mechanism it names breaks.
 
 use pfcsim_core::dcqcn::DcqcnConfig;
-use pfcsim_core::lb::{DrbConfig, DrillConfig, LbConfig, LetFlowConfig, RpsConfig};
+use pfcsim_core::lb::{
+    DrbConfig, DrillConfig, LbConfig, LetFlowConfig, LetFlowDecision, RpsConfig,
+};
 use pfcsim_core::sim::{
     ideal_fct, CcConfig, FabricConfig, FlowSpec, NicConfig, RunOutput, Simulation, StopRule,
 };
@@ -575,6 +577,48 @@ fn letflow_flows_at_line_rate_stay_on_one_path_each_with_the_default_timeout() {
         .all(|f| f.paths_used == 1 && f.path_changes == 0));
     let used = (34..38).filter(|&s| tx_packets(&out, s, 33) > 0).count();
     assert!(used >= 3, "flows on {used} spines");
+}
+
+#[test]
+fn letflow_at_the_source_tor_tags_whole_paths_in_a_fat_tree() {
+    // k = 4 with 25 Gbps hosts: host 0 (edge 16) to host 4 (pod 1) over two aggregation
+    // switches (24, 25) and four cores (32..36). With `source_tor` the edge switch draws the
+    // aggregation switch's choice with each flowlet and writes it into the path tag.
+    let topo = Topology::fat_tree(
+        4,
+        (Rate::gbps(25), Time::from_us(1)),
+        (Rate::gbps(100), Time::from_us(1)),
+    );
+    let n = 2_000u64;
+    let run = |timeout_ns: u64| {
+        let lb = LbConfig::LetFlow(LetFlowConfig {
+            flowlet_timeout: Time::from_ns(timeout_ns),
+            decision: LetFlowDecision::SourceTor,
+            ..Default::default()
+        });
+        let out = drain(
+            &topo,
+            with_lb(lb),
+            vec![flow(0, 4, n * 1000, Time::ZERO)],
+            3,
+        );
+        assert_lossless_and_conserved(&out);
+        out
+    };
+    let one = run(400);
+    assert_eq!((one.flows[0].paths_used, one.flows[0].path_changes), (1, 0));
+    let many = run(300);
+    let f = &many.flows[0];
+    assert_eq!(f.paths_used, 4);
+    assert!(
+        (1_400..1_600).contains(&(f.path_changes as u64)),
+        "{}",
+        f.path_changes
+    );
+    for core in 32..36 {
+        let down: u64 = (26..28).map(|agg| tx_packets(&many, core, agg)).sum();
+        assert!((400..600).contains(&down), "core {core}: {down}");
+    }
 }
 
 #[test]

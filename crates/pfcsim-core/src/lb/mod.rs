@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 pub use drb::{Drb, DrbConfig, DrbOrder};
 pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
-pub use letflow::{LetFlow, LetFlowConfig};
+pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
 pub use rps::{Rps, RpsConfig};
 
 /// Something a scheme asks its switch to do once the hook returns.
@@ -197,13 +197,12 @@ impl SwitchLb {
 
     /// A data packet leaves egress `port`; the scheme may stamp its `lb` header.
     #[inline]
-    pub fn on_dequeue(&mut self, _ctx: &mut LbCtx, _port: u16, _pkt: &mut Packet) {
+    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
         match self {
-            SwitchLb::Ecmp(_)
-            | SwitchLb::Rps(_)
-            | SwitchLb::Drb(_)
-            | SwitchLb::LetFlow(_)
-            | SwitchLb::Drill(_) => {}
+            SwitchLb::LetFlow(s) => s.on_dequeue(port, pkt),
+            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) | SwitchLb::Drb(_) | SwitchLb::Drill(_) => {
+                let _ = (ctx, port, pkt);
+            }
             #[cfg(test)]
             SwitchLb::Probe(_) => {}
         }
