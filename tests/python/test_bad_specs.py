@@ -84,8 +84,7 @@ BAD_SPECS = [
     (
         "zero flowlet timeout",
         TINY_TOML + '\n[lb]\nscheme = "letflow"\nflowlet_timeout = "0us"\n',
-        'spec.toml: lb.flowlet_timeout: must be above 0; give a time such as "100us" '
-        "(valid: > 0s)",
+        'spec.toml: lb.flowlet_timeout: must be above 0; give a time such as "100us" (valid: > 0s)',
     ),
     (
         "empty flowlet table",

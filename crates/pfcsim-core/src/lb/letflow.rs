@@ -46,8 +46,9 @@ pub struct LetFlowConfig {
     /// flowlet (default 100 us, as conweave-ns3 configures for 100 Gbps fabrics with 1 us
     /// links; ns3-load-balance uses 500 us at 10 Gbps with 10 us links).
     pub flowlet_timeout: Time,
-    /// Entries of each switch's flowlet table (default 65,536, the table size of the CONGA
-    /// and LetFlow hardware designs; the simulators use unbounded maps). Valid: 1..=16,777,216.
+    /// Entries of each switch's flowlet table (default 65,536: the 64K-entry flowlet table of
+    /// the CONGA hardware design, recalled from the paper, not re-read; both reference
+    /// simulators use unbounded maps, i.e. no collisions). Valid: 1..=16,777,216.
     pub table_size: u32,
     /// Where the decision runs (default `every_switch`, as the paper and ns3-load-balance;
     /// `source_tor` as conweave-ns3).
