@@ -619,6 +619,32 @@ fn letflow_at_the_source_tor_tags_whole_paths_in_a_fat_tree() {
         let down: u64 = (26..28).map(|agg| tx_packets(&many, core, agg)).sum();
         assert!((400..600).contains(&down), "core {core}: {down}");
     }
+
+    // The aggregation switches follow the tag instead of deciding. With one-entry tables and
+    // a timeout that never expires, an aggregation switch deciding for itself would send every
+    // flow that reaches it to one core (they all share its single entry). Flows from host 0
+    // (edge 16) and host 2 (edge 17) carry the tags their own edge drew, so when they meet at
+    // one aggregation switch they take different cores half the time; over 20 seeds that must
+    // happen at least once.
+    let shared = LbConfig::LetFlow(LetFlowConfig {
+        flowlet_timeout: Time::from_ms(1_000),
+        table_size: 1,
+        decision: LetFlowDecision::SourceTor,
+    });
+    let split_at_a_shared_agg = (1..=20).any(|seed| {
+        let flows = vec![
+            flow(0, 4, 100_000, Time::ZERO),
+            flow(2, 6, 100_000, Time::ZERO),
+        ];
+        let out = drain(&topo, with_lb(shared.clone()), flows, seed);
+        assert_lossless_and_conserved(&out);
+        (24..26).any(|agg| {
+            let both_in = tx_packets(&out, 16, agg) > 0 && tx_packets(&out, 17, agg) > 0;
+            let cores_used = (32..36).filter(|&c| tx_packets(&out, agg, c) > 0).count();
+            both_in && cores_used == 2
+        })
+    });
+    assert!(split_at_a_shared_agg);
 }
 
 #[test]
