@@ -171,9 +171,16 @@ def test_other_threads_run_while_a_simulation_runs(tiny_dict: dict[str, Any]) ->
 
 def test_schemes_list_their_defaults() -> None:
     schemes = {s["name"]: s for s in pfcsim.schemes()}
-    assert set(schemes) == {"ecmp", "rps"}
+    assert set(schemes) == {"ecmp", "rps", "drb", "letflow", "drill"}
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}
+    assert schemes["drb"]["defaults"] == {"order": "round_robin"}
+    assert schemes["letflow"]["defaults"] == {
+        "flowlet_timeout": "100us",
+        "table_size": 65536,
+        "decision": "every_switch",
+    }
+    assert schemes["drill"]["defaults"] == {"d": 2, "m": 1, "queue": "priority"}
     assert all(s["doc"] for s in schemes.values())
 
 

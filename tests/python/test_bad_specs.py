@@ -78,7 +78,29 @@ BAD_SPECS = [
     (
         "unknown scheme",
         TINY_TOML + '\n[lb]\nscheme = "conga"\n',
-        "spec.toml (line 18): lb.scheme: unknown variant `conga`, expected `ecmp` or `rps`",
+        "spec.toml (line 18): lb.scheme: unknown variant `conga`, expected one of `ecmp`, "
+        "`rps`, `drb`, `letflow`, `drill`",
+    ),
+    (
+        "zero flowlet timeout",
+        TINY_TOML + '\n[lb]\nscheme = "letflow"\nflowlet_timeout = "0us"\n',
+        'spec.toml: lb.flowlet_timeout: must be above 0; give a time such as "100us" (valid: > 0s)',
+    ),
+    (
+        "empty flowlet table",
+        TINY_TOML + '\n[lb]\nscheme = "letflow"\ntable_size = 0\n',
+        "spec.toml: lb.table_size: 0 is out of range; use 1..=16777216 entries (e.g. 65536)",
+    ),
+    (
+        "DRILL with no sample",
+        TINY_TOML + '\n[lb]\nscheme = "drill"\nd = 0\n',
+        "spec.toml: lb.d: 0 is out of range; use 1..=16 random samples per packet "
+        "(DRILL default 2)",
+    ),
+    (
+        "DRILL with too much memory",
+        TINY_TOML + '\n[lb]\nscheme = "drill"\nm = 9\n',
+        "spec.toml: lb.m: 9 is out of range; use 0..=8 remembered ports (DRILL default 1)",
     ),
     (
         "unknown workload",

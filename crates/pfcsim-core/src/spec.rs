@@ -312,6 +312,9 @@ impl Spec {
         if let CcConfig::Dcqcn(d) = &self.cc {
             validate_dcqcn(d)?;
         }
+        self.lb
+            .validate()
+            .map_err(|message| SpecError { message })?;
         if self.traffic.is_empty() {
             return err("traffic: no traffic generator; add at least one [[traffic]] table");
         }
@@ -579,6 +582,34 @@ mod tests {
             e.contains("lb.scheme: unknown variant `magic`, expected one of `ecmp`, `rps`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn scheme_parameters_are_validated_with_key_and_range() {
+        let with_lb = |lb: &str| {
+            MINIMAL
+                .replace("scheme", "x")
+                .replace("[[traffic]]", &format!("[lb]\n{lb}\n[[traffic]]"))
+        };
+        let e = error_of(&with_lb("scheme = \"letflow\"\nflowlet_timeout = \"0us\""));
+        assert_eq!(
+            e,
+            "s.toml: lb.flowlet_timeout: must be above 0; give a time such as \"100us\" (valid: > 0s)"
+        );
+        let e = error_of(&with_lb("scheme = \"drill\"\nd = 0"));
+        assert_eq!(
+            e,
+            "s.toml: lb.d: 0 is out of range; use 1..=16 random samples per packet (DRILL default 2)"
+        );
+        let e = error_of(&with_lb("scheme = \"drb\"\norder = \"zigzag\""));
+        assert!(e.contains("unknown variant `zigzag`"), "{e}");
+        for lb in ["drb", "letflow", "drill"] {
+            let spec = Spec::from_toml(&with_lb(&format!("scheme = \"{lb}\"")), "s.toml").unwrap();
+            assert_eq!(spec.lb.name(), lb);
+            // Defaults are written out and read back.
+            let resolved = spec.resolved_toml();
+            assert_eq!(Spec::from_toml(&resolved, "r.toml").unwrap(), spec);
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Behaviour of the fabric model: each test fails if the mechanism it names breaks.
 
 use pfcsim_core::dcqcn::DcqcnConfig;
-use pfcsim_core::lb::{LbConfig, RpsConfig};
+use pfcsim_core::lb::{
+    DrbConfig, DrillConfig, LbConfig, LetFlowConfig, LetFlowDecision, RpsConfig,
+};
 use pfcsim_core::sim::{
     ideal_fct, CcConfig, FabricConfig, FlowSpec, NicConfig, RunOutput, Simulation, StopRule,
 };
@@ -375,5 +377,350 @@ fn switches_honour_a_pinned_path() {
     assert!(via0 > 2_000_000 && via1 > 2_000_000, "{via0} {via1}");
     for (s, a) in shared.iter().zip(&apart) {
         assert!(*s as f64 > 1.8 * *a as f64, "shared {s} ps vs apart {a} ps");
+    }
+}
+
+// ---- Load-balancing schemes: each test fails if the scheme's mechanism is removed or
+// replaced by another scheme (ECMP, RPS, DRB), as noted in each.
+
+/// Data packets (and PFC frames, absent where these tests use it) sent by `node` to `peer`.
+fn tx_packets(out: &RunOutput, node: u32, peer: u32) -> u64 {
+    out.ports
+        .iter()
+        .filter(|p| p.node == node && p.peer == peer)
+        .map(|p| p.tx_packets)
+        .sum()
+}
+
+fn with_lb(lb: LbConfig) -> FabricConfig {
+    FabricConfig {
+        lb,
+        ..line_rate_only()
+    }
+}
+
+#[test]
+fn rps_sprays_every_packet_independently_and_uniformly() {
+    // Host 0 (leaf 2) to host 1 (leaf 3) over spines 4..8; one line-rate flow meets no queue,
+    // so nothing is reordered and every packet is sent once.
+    let topo = leaf_spine(2, 4, 1);
+    let n = 4_000u64;
+    let out = drain(
+        &topo,
+        with_lb(LbConfig::Rps(RpsConfig {})),
+        vec![flow(0, 1, n * 1000, Time::ZERO)],
+        11,
+    );
+    assert_lossless_and_conserved(&out);
+    let f = &out.flows[0];
+    assert_eq!(f.packets_sent, n);
+    // Uniform: each spine carries n/4 within 5 standard deviations (27 packets); ECMP would
+    // put everything on one spine.
+    for spine in 4..8 {
+        let c = tx_packets(&out, spine, 3);
+        assert!((865..1135).contains(&c), "spine {spine}: {c} packets");
+    }
+    // Independent: the next packet takes another path with probability 3/4 (round robin:
+    // always; ECMP: never).
+    let changes = f.path_changes as u64;
+    assert!(
+        (2_850..3_150).contains(&changes),
+        "{changes} path changes in {n} packets"
+    );
+    assert_eq!(f.paths_used, 4);
+}
+
+#[test]
+fn drb_round_robins_exactly_per_destination() {
+    // Hosts 0, 1 (leaf 4) send to hosts 2, 3 (leaf 5) at line rate at the same time, so the
+    // leaf interleaves the two flows packet by packet. A counter per destination walks all
+    // four spines for each flow; one shared counter would give each flow every other spine.
+    let topo = leaf_spine(2, 4, 2);
+    let n = 4_000u64;
+    let flows = vec![
+        flow(0, 2, n * 1000, Time::ZERO),
+        flow(1, 3, n * 1000, Time::ZERO),
+    ];
+    let out = drain(
+        &topo,
+        with_lb(LbConfig::Drb(DrbConfig::default())),
+        flows,
+        11,
+    );
+    assert_lossless_and_conserved(&out);
+    assert!(out.ports.iter().all(|p| p.pfc_pauses_sent == 0));
+    for f in &out.flows {
+        assert_eq!(f.packets_sent, n);
+        assert_eq!(f.retransmitted_bytes, 0);
+        assert_eq!(f.paths_used, 4);
+        // Round robin: every packet takes another spine than the one before (RPS: 3/4).
+        assert_eq!(f.path_changes as u64, n - 1);
+    }
+    // Exact balance: each destination's counter puts n/4 on every spine (RPS: +-27).
+    for spine in 6..10 {
+        assert_eq!(tx_packets(&out, spine, 5), 2 * n / 4, "spine {spine}");
+    }
+
+    // The counter is per destination, not per flow: two flows from host 0 to host 2, whose
+    // packets the NIC alternates, share one walk, so each flow sees every other spine, as two
+    // queue pairs to one destination do under the reference's per-destination counter (one
+    // counter per flow would give each flow all four).
+    let flows = vec![
+        flow(0, 2, n * 1000, Time::ZERO),
+        flow(0, 2, n * 1000, Time::ZERO),
+    ];
+    let out = drain(
+        &topo,
+        with_lb(LbConfig::Drb(DrbConfig::default())),
+        flows,
+        11,
+    );
+    assert_lossless_and_conserved(&out);
+    for f in &out.flows {
+        assert_eq!((f.packets_sent, f.paths_used), (n, 2));
+        assert_eq!(f.path_changes as u64, n - 1);
+    }
+    for spine in 6..10 {
+        assert_eq!(tx_packets(&out, spine, 5), 2 * n / 4, "spine {spine}");
+    }
+}
+
+#[test]
+fn drb_in_a_fat_tree_changes_the_first_tier_fastest_and_balances_the_cores_exactly() {
+    // k = 4: hosts 0..16, edge 16..24, aggregation 24..32, core 32..36. Host 0 (pod 0) to
+    // host 4 (pod 1): two aggregation switches, each with two cores. Per-destination round
+    // robin at the edge and at each aggregation switch gives the paper's digit-reversal
+    // order: consecutive packets alternate aggregation switches, and every core (bouncing
+    // switch) carries exactly a quarter.
+    let link = (Rate::gbps(100), Time::from_us(1));
+    let topo = Topology::fat_tree(4, link, link);
+    let n = 4_000u64;
+    let out = drain(
+        &topo,
+        with_lb(LbConfig::Drb(DrbConfig::default())),
+        vec![flow(0, 4, n * 1000, Time::ZERO)],
+        5,
+    );
+    assert_lossless_and_conserved(&out);
+    let f = &out.flows[0];
+    assert_eq!((f.packets_sent, f.paths_used), (n, 4));
+    assert_eq!(f.path_changes as u64, n - 1);
+    for core in 32..36 {
+        let down: u64 = (26..28).map(|agg| tx_packets(&out, core, agg)).sum();
+        assert_eq!(down, n / 4, "core {core}");
+    }
+}
+
+/// Two leaves, four spines, `hosts_per_leaf` hosts per leaf on 25 Gbps links, 100 Gbps
+/// fabric links. A line-rate flow's packets reach the source leaf 335.36 ns apart.
+fn slow_hosts(hosts_per_leaf: u32) -> LeafSpine {
+    LeafSpine {
+        host_rate: Rate::gbps(25),
+        ..LeafSpine::uniform(2, 4, hosts_per_leaf, Rate::gbps(100), Time::from_us(1))
+    }
+}
+
+#[test]
+fn letflow_keeps_a_flowlet_on_one_path_and_redraws_after_a_longer_gap() {
+    let topo = Topology::leaf_spine(&slow_hosts(1));
+    let n = 2_000u64;
+    let run = |timeout_ns: u64| {
+        let lb = LbConfig::LetFlow(LetFlowConfig {
+            flowlet_timeout: Time::from_ns(timeout_ns),
+            ..Default::default()
+        });
+        let out = drain(
+            &topo,
+            with_lb(lb),
+            vec![flow(0, 1, n * 1000, Time::ZERO)],
+            3,
+        );
+        assert_lossless_and_conserved(&out);
+        out
+    };
+    // Timeout above the 335 ns gap: the whole flow is one flowlet (every packet refreshes the
+    // entry; measured from the flowlet's first packet, the third would already start a new
+    // one). RPS or DRB would change path here.
+    let one = run(400);
+    assert_eq!(one.flows[0].path_changes, 0);
+    assert_eq!(one.flows[0].paths_used, 1);
+    // Timeout below the gap: every packet starts a flowlet on a uniformly random spine, so
+    // the path changes with probability 3/4. ECMP would never change.
+    let many = run(300);
+    let f = &many.flows[0];
+    assert_eq!(f.paths_used, 4);
+    assert!(
+        (1_400..1_600).contains(&(f.path_changes as u64)),
+        "{} path changes",
+        f.path_changes
+    );
+    for spine in 4..8 {
+        let c = tx_packets(&many, spine, 3);
+        assert!((400..600).contains(&c), "spine {spine}: {c}");
+    }
+}
+
+#[test]
+fn letflow_flows_at_line_rate_stay_on_one_path_each_with_the_default_timeout() {
+    // Sixteen senders under leaf 32, each to its own receiver under leaf 33: without gaps no
+    // flow leaves its first path, and the random first choices spread the flows over spines.
+    let topo = Topology::leaf_spine(&slow_hosts(16));
+    let flows: Vec<FlowSpec> = (0..16)
+        .map(|i| flow(i, 16 + i, 1_000_000, Time::from_ns(10 * i as u64)))
+        .collect();
+    let lb = LbConfig::LetFlow(LetFlowConfig::default());
+    let out = drain(&topo, with_lb(lb), flows, 2);
+    assert_lossless_and_conserved(&out);
+    assert!(out
+        .flows
+        .iter()
+        .all(|f| f.paths_used == 1 && f.path_changes == 0));
+    let used = (34..38).filter(|&s| tx_packets(&out, s, 33) > 0).count();
+    assert!(used >= 3, "flows on {used} spines");
+}
+
+#[test]
+fn letflow_at_the_source_tor_tags_whole_paths_in_a_fat_tree() {
+    // k = 4 with 25 Gbps hosts: host 0 (edge 16) to host 4 (pod 1) over two aggregation
+    // switches (24, 25) and four cores (32..36). With `source_tor` the edge switch draws the
+    // aggregation switch's choice with each flowlet and writes it into the path tag.
+    let topo = Topology::fat_tree(
+        4,
+        (Rate::gbps(25), Time::from_us(1)),
+        (Rate::gbps(100), Time::from_us(1)),
+    );
+    let n = 2_000u64;
+    let run = |timeout_ns: u64| {
+        let lb = LbConfig::LetFlow(LetFlowConfig {
+            flowlet_timeout: Time::from_ns(timeout_ns),
+            decision: LetFlowDecision::SourceTor,
+            ..Default::default()
+        });
+        let out = drain(
+            &topo,
+            with_lb(lb),
+            vec![flow(0, 4, n * 1000, Time::ZERO)],
+            3,
+        );
+        assert_lossless_and_conserved(&out);
+        out
+    };
+    let one = run(400);
+    assert_eq!((one.flows[0].paths_used, one.flows[0].path_changes), (1, 0));
+    let many = run(300);
+    let f = &many.flows[0];
+    assert_eq!(f.paths_used, 4);
+    assert!(
+        (1_400..1_600).contains(&(f.path_changes as u64)),
+        "{}",
+        f.path_changes
+    );
+    for core in 32..36 {
+        let down: u64 = (26..28).map(|agg| tx_packets(&many, core, agg)).sum();
+        assert!((400..600).contains(&down), "core {core}: {down}");
+    }
+
+    // The aggregation switches follow the tag instead of deciding. With one-entry tables and
+    // a timeout that never expires, an aggregation switch deciding for itself would send every
+    // flow that reaches it to one core (they all share its single entry). Flows from host 0
+    // (edge 16) and host 2 (edge 17) carry the tags their own edge drew, so when they meet at
+    // one aggregation switch they take different cores half the time; over 20 seeds that must
+    // happen at least once.
+    let shared = LbConfig::LetFlow(LetFlowConfig {
+        flowlet_timeout: Time::from_ms(1_000),
+        table_size: 1,
+        decision: LetFlowDecision::SourceTor,
+    });
+    let split_at_a_shared_agg = (1..=20).any(|seed| {
+        let flows = vec![
+            flow(0, 4, 100_000, Time::ZERO),
+            flow(2, 6, 100_000, Time::ZERO),
+        ];
+        let out = drain(&topo, with_lb(shared.clone()), flows, seed);
+        assert_lossless_and_conserved(&out);
+        (24..26).any(|agg| {
+            let both_in = tx_packets(&out, 16, agg) > 0 && tx_packets(&out, 17, agg) > 0;
+            let cores_used = (32..36).filter(|&c| tx_packets(&out, agg, c) > 0).count();
+            both_in && cores_used == 2
+        })
+    });
+    assert!(split_at_a_shared_agg);
+}
+
+#[test]
+fn drill_keeps_the_local_queues_short_and_even_where_ecmp_and_rps_do_not() {
+    // Twelve 25 Gbps flows from leaf 24 to leaf 25 over four uplinks, one of them slowed to
+    // 25 Gbps: 300 Gbps offered to 325 Gbps. Oblivious schemes (ECMP per flow, RPS per packet)
+    // send about a quarter of the traffic, 75 Gbps, to the slow uplink, whose queue grows to
+    // the PFC threshold; DRILL sends each packet to the shorter of two sampled queues and the
+    // remembered one, so the slow uplink only gets what it can drain.
+    let mut p = slow_hosts(12);
+    p.overrides = vec![(0, 0, Some(Rate::gbps(25)), None)];
+    let topo = Topology::leaf_spine(&p);
+    let flows: Vec<FlowSpec> = (0..12)
+        .map(|i| flow(i, 12 + i, 2_000_000, Time::from_ns(7 * i as u64)))
+        .collect();
+    let uplinks = |lb: LbConfig| {
+        let out = drain(&topo, with_lb(lb), flows.clone(), 4);
+        assert_lossless_and_conserved(&out);
+        let q: Vec<(u64, f64)> = (26..30)
+            .map(|s| {
+                let port = out
+                    .ports
+                    .iter()
+                    .find(|p| p.node == 24 && p.peer == s)
+                    .unwrap();
+                (port.peak_queue_bytes, port.mean_queue_bytes)
+            })
+            .collect();
+        let peak = q.iter().map(|x| x.0).max().unwrap();
+        let means: Vec<f64> = q.iter().map(|x| x.1).collect();
+        let spread = means.iter().cloned().fold(f64::MIN, f64::max)
+            - means.iter().cloned().fold(f64::MAX, f64::min);
+        (peak, spread)
+    };
+    let (drill_peak, drill_spread) = uplinks(LbConfig::Drill(DrillConfig::default()));
+    let (ecmp_peak, ecmp_spread) = uplinks(LbConfig::default());
+    let (rps_peak, rps_spread) = uplinks(LbConfig::Rps(RpsConfig {}));
+    eprintln!(
+        "peak/spread: drill {drill_peak} {drill_spread:.0}, ecmp {ecmp_peak} {ecmp_spread:.0}, \
+         rps {rps_peak} {rps_spread:.0}"
+    );
+    assert!(drill_peak < 20_000, "DRILL peak queue {drill_peak} B");
+    for (name, peak, spread) in [
+        ("ECMP", ecmp_peak, ecmp_spread),
+        ("RPS", rps_peak, rps_spread),
+    ] {
+        assert!(
+            peak > 5 * drill_peak,
+            "{name} peak {peak} B vs DRILL {drill_peak} B"
+        );
+        assert!(
+            spread > 10.0 * drill_spread,
+            "{name} mean-queue spread {spread:.0} B vs DRILL {drill_spread:.0} B"
+        );
+    }
+}
+
+#[test]
+fn new_schemes_are_deterministic() {
+    let topo = leaf_spine(2, 4, 8);
+    let flows: Vec<FlowSpec> = (0..16)
+        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
+        .collect();
+    for lb in [
+        LbConfig::Drb(DrbConfig::default()),
+        LbConfig::LetFlow(LetFlowConfig::default()),
+        LbConfig::Drill(DrillConfig::default()),
+    ] {
+        let cfg = FabricConfig {
+            lb,
+            ..Default::default()
+        };
+        let run = |seed| drain(&topo, cfg.clone(), flows.clone(), seed);
+        let (a, b) = (run(7), run(7));
+        assert_lossless_and_conserved(&a);
+        assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
+        assert_eq!(a.flows, b.flows);
     }
 }

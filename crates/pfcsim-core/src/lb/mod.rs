@@ -25,7 +25,10 @@
 //! at the other end (`ctx.loopback + 1`, visible as `pkt.ingress_port`) to be routed again.
 //! A loopback egress does not count as a hop in `pkt.hop`.
 
+pub mod drb;
+pub mod drill;
 pub mod ecmp;
+pub mod letflow;
 #[cfg(test)]
 pub mod probe;
 pub mod rps;
@@ -36,7 +39,10 @@ use crate::sim::PortState;
 use crate::units::Time;
 use serde::{Deserialize, Serialize};
 
+pub use drb::{Drb, DrbConfig, DrbOrder};
+pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
+pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
 pub use rps::{Rps, RpsConfig};
 
 /// Something a scheme asks its switch to do once the hook returns.
@@ -72,6 +78,13 @@ pub enum LbConfig {
     Ecmp(EcmpConfig),
     /// Random packet spraying over equal-cost next hops.
     Rps(RpsConfig),
+    /// Per-packet round robin per destination (DRB).
+    Drb(DrbConfig),
+    /// Flowlet switching with a random egress per flowlet (LetFlow).
+    #[serde(rename = "letflow")]
+    LetFlow(LetFlowConfig),
+    /// Per-packet least-loaded of d samples and m remembered egresses (DRILL).
+    Drill(DrillConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -96,6 +109,21 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "random packet spraying: a uniformly random equal-cost next hop per packet",
             LbConfig::Rps(RpsConfig::default()),
         ),
+        (
+            "drb",
+            "per-packet round robin over equal-cost next hops, one counter per destination",
+            LbConfig::Drb(DrbConfig::default()),
+        ),
+        (
+            "letflow",
+            "flowlet switching: a new uniformly random next hop after a gap longer than the timeout",
+            LbConfig::LetFlow(LetFlowConfig::default()),
+        ),
+        (
+            "drill",
+            "per packet, the least-loaded egress queue among d random samples and m remembered",
+            LbConfig::Drill(DrillConfig::default()),
+        ),
     ]
 }
 
@@ -104,16 +132,35 @@ impl LbConfig {
         match self {
             LbConfig::Ecmp(_) => "ecmp",
             LbConfig::Rps(_) => "rps",
+            LbConfig::Drb(_) => "drb",
+            LbConfig::LetFlow(_) => "letflow",
+            LbConfig::Drill(_) => "drill",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
     }
 
-    /// The instance of the scheme for switch `node`.
-    pub fn instantiate(&self, node: u32) -> SwitchLb {
+    /// Checks the parameters that their types alone cannot, before any simulation. The
+    /// message names the key (`lb.<key>`) and the valid range.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            LbConfig::LetFlow(c) => c.validate(),
+            LbConfig::Drill(c) => c.validate(),
+            _ => Ok(()),
+        }
+    }
+
+    /// The instance of the scheme for switch `node` of a fabric of `nodes` nodes (node ids
+    /// are `0..nodes`; schemes with per-destination state size their tables with it).
+    ///
+    /// Panics if the config is invalid ([`LbConfig::validate`]; specs are validated first).
+    pub fn instantiate(&self, node: u32, nodes: u32) -> SwitchLb {
         match self {
             LbConfig::Ecmp(c) => SwitchLb::Ecmp(Ecmp::new(c, node)),
             LbConfig::Rps(_) => SwitchLb::Rps(Rps),
+            LbConfig::Drb(c) => SwitchLb::Drb(Drb::new(c, nodes)),
+            LbConfig::LetFlow(c) => SwitchLb::LetFlow(LetFlow::new(c, node)),
+            LbConfig::Drill(c) => SwitchLb::Drill(Drill::new(c, nodes)),
             #[cfg(test)]
             LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }
@@ -125,6 +172,9 @@ impl LbConfig {
 pub enum SwitchLb {
     Ecmp(Ecmp),
     Rps(Rps),
+    Drb(Drb),
+    LetFlow(LetFlow),
+    Drill(Drill),
     #[cfg(test)]
     Probe(probe::Probe),
 }
@@ -137,6 +187,9 @@ impl SwitchLb {
         match self {
             SwitchLb::Ecmp(s) => s.choose(pkt, candidates),
             SwitchLb::Rps(s) => s.choose(ctx.rng, candidates),
+            SwitchLb::Drb(s) => s.choose(ctx, pkt, candidates),
+            SwitchLb::LetFlow(s) => s.choose(ctx, pkt, candidates),
+            SwitchLb::Drill(s) => s.choose(ctx, pkt, candidates),
             #[cfg(test)]
             SwitchLb::Probe(s) => s.choose(ctx, pkt, candidates),
         }
@@ -144,9 +197,12 @@ impl SwitchLb {
 
     /// A data packet leaves egress `port`; the scheme may stamp its `lb` header.
     #[inline]
-    pub fn on_dequeue(&mut self, _ctx: &mut LbCtx, _port: u16, _pkt: &mut Packet) {
+    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
         match self {
-            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {}
+            SwitchLb::LetFlow(s) => s.on_dequeue(port, pkt),
+            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) | SwitchLb::Drb(_) | SwitchLb::Drill(_) => {
+                let _ = (ctx, port, pkt);
+            }
             #[cfg(test)]
             SwitchLb::Probe(_) => {}
         }
@@ -155,7 +211,11 @@ impl SwitchLb {
     /// A scheme message from the neighbour on local port `port` arrived.
     pub fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
         match self {
-            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {
+            SwitchLb::Ecmp(_)
+            | SwitchLb::Rps(_)
+            | SwitchLb::Drb(_)
+            | SwitchLb::LetFlow(_)
+            | SwitchLb::Drill(_) => {
                 let _ = (ctx, port, header);
             }
             #[cfg(test)]
@@ -166,7 +226,11 @@ impl SwitchLb {
     /// A timer set with [`LbAction::SetTimer`] fired.
     pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         match self {
-            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) => {
+            SwitchLb::Ecmp(_)
+            | SwitchLb::Rps(_)
+            | SwitchLb::Drb(_)
+            | SwitchLb::LetFlow(_)
+            | SwitchLb::Drill(_) => {
                 let _ = (ctx, token);
             }
             #[cfg(test)]

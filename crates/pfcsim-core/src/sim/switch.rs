@@ -202,7 +202,7 @@ impl Switch {
             routes,
             next_hops,
             mmu,
-            lb: cfg.lb.instantiate(node),
+            lb: cfg.lb.instantiate(node, adj.len() as u32),
             control_salt: mix64(node as u64 ^ 0x5eed),
             loopback: neighbours
                 .iter()
