@@ -209,7 +209,12 @@ def _results(args: argparse.Namespace) -> None:
                 continue
             note = f" (mean over {seeds} seeds)" if seeds > 1 else ""
             print(f"\n{metric}{note}")
-            print(table.to_string(float_format=lambda v: f"{v:.4g}"))
+            print(table.to_string(float_format=_cell))
+
+
+def _cell(value: float) -> str:
+    """A table cell: large values with thousands separators, others with 4 significant digits."""
+    return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
 
 
 def _plot(args: argparse.Namespace) -> None:

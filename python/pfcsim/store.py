@@ -210,9 +210,11 @@ class Store:
             rows = ["all runs"]
         if columns is None:
             return frame.groupby(rows, dropna=False)[metric].mean().to_frame(metric)
-        return frame.pivot_table(
+        table = frame.pivot_table(
             index=rows, columns=columns, values=metric, aggfunc="mean", dropna=False
         )
+        # Columns in the order the runs come (the sweep's order), not sorted.
+        return table[[c for c in dict.fromkeys(frame[columns]) if c in table.columns]]
 
 
 #: The layout of the index: a store indexed by another pfcsim version is indexed again.
