@@ -107,6 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--metric", choices=["fct", "slowdown"], default="fct", help="for vs-load (default fct)"
     )
+    plot.add_argument("--y", help="runs column drawn by lines and bars")
+    plot.add_argument("--panels", help="field splitting lines and bars into panels")
     plot.add_argument(
         "--where",
         action="append",
@@ -227,9 +229,16 @@ def _plot(args: argparse.Namespace) -> None:
             raise ValueError(f"--where {item}: expected FIELD=VALUE")
         where.append((field, value))
     out = args.out if args.out is not None else store.path / "plots"
-    for kind in args.kind or list(plots.KINDS):
+    standard = [k for k in plots.KINDS if k not in ("lines", "bars")]
+    for kind in args.kind or standard:
         request = plots.FigureRequest(
-            kind, series=args.series, x=args.x, metric=args.metric, where=tuple(where)
+            kind,
+            series=args.series,
+            x=args.x,
+            metric=args.metric,
+            where=tuple(where),
+            y=args.y,
+            panels=args.panels,
         )
         for path in plots.draw(store, request, out):
             print(path)

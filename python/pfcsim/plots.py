@@ -6,7 +6,13 @@ values of runs that differ only by seed are pooled (CDF) or averaged (everything
 * `fct-cdf`: CDF of the flow completion time, one panel per value of the x field;
 * `vs-load`: average and 99th-percentile FCT (or slowdown) against the x field (the load);
 * `buckets`: average and 99th-percentile slowdown by flow-size bucket, one panel per x value;
-* `pause`: PFC pause frames sent and total time ports spent paused, against the x field.
+* `pause`: PFC pause frames sent and total time ports spent paused, against the x field;
+* `lines`: any `runs` column (`y`) against the x field, one panel per value of `panels`;
+* `bars`: any `runs` column per value of the x field (categories), bars grouped by series,
+  one panel per value of `panels`.
+
+The series may combine several fields (`("lb.scheme", "lb.inner")` names a series
+`rlb+drill`; fields a run does not have are left out of its name).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ KINDS = {
     "vs-load": "average and p99 FCT (or slowdown) against load per scheme",
     "buckets": "average and p99 slowdown by flow-size bucket per scheme",
     "pause": "PFC pauses sent and port time paused against load per scheme",
+    "lines": "any runs column (--y) against --x per scheme, panels by --panels",
+    "bars": "any runs column (--y) per --x category, bars per scheme, panels by --panels",
 }
 
 #: Most panels drawn side by side; beyond that, narrow the runs with `where`.
@@ -50,14 +58,25 @@ class FigureRequest:
     """What to draw: the kind, the series and x fields, the metric and a run filter."""
 
     kind: str
-    #: Field whose values make the series (lines or bars).
-    series: str = "scheme"
-    #: Field on the x axis (`vs-load`, `pause`) or that splits panels (`fct-cdf`, `buckets`).
+    #: Field(s) whose values make the series (lines or bars); several are joined with `+`.
+    series: str | tuple[str, ...] = "scheme"
+    #: Field on the x axis (`vs-load`, `pause`, `lines`, `bars`) or that splits panels
+    #: (`fct-cdf`, `buckets`).
     x: str = "load"
     #: `fct` or `slowdown`, for `vs-load`.
     metric: str = "fct"
     #: Only runs whose fields equal these values (as text).
     where: tuple[tuple[str, str], ...] = ()
+    #: The `runs` column drawn by `lines` and `bars`.
+    y: str | None = None
+    #: Field whose values split `lines` and `bars` into panels (None: one panel).
+    panels: str | None = None
+    #: Figure title, y-axis label, log-scale y (`lines`, `bars`).
+    title: str | None = None
+    ylabel: str | None = None
+    logy: bool = False
+    #: File name stem (default: the kind).
+    name: str | None = None
 
 
 def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
@@ -72,18 +91,24 @@ def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
         raise ValueError(f"unknown figure kind {request.kind!r}; expected one of {kinds}")
     if request.metric not in ("fct", "slowdown"):
         raise ValueError(f"unknown metric {request.metric!r}; expected fct or slowdown")
+    if request.kind in ("lines", "bars") and request.y is None:
+        raise ValueError(f"a {request.kind} figure needs the runs column to draw (y)")
     runs = _selected_runs(store, request)
     drawer = {
         "fct-cdf": _fct_cdf,
         "vs-load": _vs_load,
         "buckets": _buckets,
         "pause": _pause,
+        "lines": _generic,
+        "bars": _generic,
     }[request.kind]
     figure = drawer(store, runs, request)
+    if request.title is not None:
+        figure.suptitle(request.title)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for suffix in ("png", "svg"):
-        path = out_dir / f"{request.kind}.{suffix}"
+        path = out_dir / f"{request.name or request.kind}.{suffix}"
         figure.savefig(path, dpi=150, bbox_inches="tight")
         written.append(path)
     plt.close(figure)
@@ -95,8 +120,9 @@ def _selected_runs(store: Store, request: FigureRequest) -> pd.DataFrame:
     runs = store.runs
     if runs.empty:
         raise ValueError(f"{store.path} has no finished run yet")
-    for field in (request.series, request.x):
-        if field not in runs.columns:
+    fields = [*_series_fields(request), request.x, request.y, request.panels]
+    for field in fields:
+        if field is not None and field not in runs.columns:
             raise ValueError(f"no field {field!r} in the runs table of {store.path}")
     for field, value in request.where:
         if field not in runs.columns:
@@ -104,7 +130,27 @@ def _selected_runs(store: Store, request: FigureRequest) -> pd.DataFrame:
         runs = runs[runs[field].astype(str) == value]
     if runs.empty:
         raise ValueError("no run matches the --where filters")
-    return runs
+    return runs.assign(**{SERIES: series_names(runs, _series_fields(request))})
+
+
+#: The column of the selected runs that names each run's series.
+SERIES = "__series__"
+
+
+def _series_fields(request: FigureRequest) -> list[str]:
+    """The fields that name a series."""
+    return [request.series] if isinstance(request.series, str) else list(request.series)
+
+
+def series_names(runs: pd.DataFrame, fields: list[str]) -> list[str]:
+    """Each run's series name: its values of `fields` joined by `+`, missing ones left out."""
+    import pandas as pd
+
+    names = []
+    for _, run in runs[fields].iterrows():
+        parts = [str(v) for v in run.tolist() if not pd.isna(v)]
+        names.append("+".join(parts) or "-")
+    return names
 
 
 def _series_values(runs: pd.DataFrame, field: str) -> list[Any]:
@@ -148,8 +194,8 @@ def _fct_cdf(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure
     figure, axes = _panels(len(panels))
     for ax, value in zip(axes, panels, strict=True):
         chosen = runs[runs[request.x] == value]
-        for series in _series_values(chosen, request.series):
-            keys = chosen[chosen[request.series] == series]["key"].tolist()
+        for series in _series_values(chosen, SERIES):
+            keys = chosen[chosen[SERIES] == series]["key"].tolist()
             fct = store.sql(
                 "SELECT fct_us FROM flows WHERE run_key IN ? AND fct_us IS NOT NULL", [keys]
             )["fct_us"].to_numpy()
@@ -163,7 +209,7 @@ def _fct_cdf(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure
         ax.set_ylim(0, 1.01)
         ax.set_title(f"{_label(request.x, runs)} = {value}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(title=request.series, fontsize="small")
+        ax.legend(title=_series_title(request), fontsize="small")
     figure.suptitle("Flow completion time (finished flows)")
     return figure
 
@@ -200,9 +246,9 @@ def _pause(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
 
 def _lines(ax: Axes, runs: pd.DataFrame, request: FigureRequest, column: str) -> None:
     """One line per series of `column` (mean over runs with equal x) against x."""
-    for series in _series_values(runs, request.series):
+    for series in _series_values(runs, SERIES):
         points = (
-            runs[runs[request.series] == series]
+            runs[runs[SERIES] == series]
             .groupby(request.x)[column]
             .mean()
             .sort_index(key=lambda idx: idx.map(_sort_key))
@@ -210,7 +256,7 @@ def _lines(ax: Axes, runs: pd.DataFrame, request: FigureRequest, column: str) ->
         ax.plot(points.index, points.to_numpy(), marker="o", label=str(series))
     ax.set_xlabel(_label(request.x, runs))
     ax.grid(True, alpha=0.3)
-    ax.legend(title=request.series, fontsize="small")
+    ax.legend(title=_series_title(request), fontsize="small")
 
 
 def _buckets(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
@@ -221,8 +267,8 @@ def _buckets(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure
     figure, axes = _panels(len(panels), sharey=True)
     for ax, value in zip(axes, panels, strict=True):
         chosen = runs[runs[request.x] == value]
-        for series in _series_values(chosen, request.series):
-            keys = chosen[chosen[request.series] == series]["key"].tolist()
+        for series in _series_values(chosen, SERIES):
+            keys = chosen[chosen[SERIES] == series]["key"].tolist()
             table = store.sql(
                 "SELECT bucket, avg(slowdown_avg) AS avg, avg(slowdown_p99) AS p99, "
                 "min(rowid) AS position FROM summary WHERE run_key IN ? AND bucket <> 'all' "
@@ -250,6 +296,51 @@ def _buckets(store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure
         ax.legend(fontsize="x-small", ncol=2)
     figure.suptitle("Slowdown by flow size (average dashed, p99 solid)")
     return figure
+
+
+def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
+    """`lines` or `bars` of column `y` against `x`, one panel per value of `panels`."""
+    import numpy as np
+
+    assert request.y is not None, "checked in draw"
+    panels = _panel_values(runs, request.panels) if request.panels else [None]
+    figure, axes = _panels(len(panels), sharey=False)
+    for ax, value in zip(axes, panels, strict=True):
+        chosen = runs if value is None else runs[runs[request.panels] == value]
+        if request.kind == "lines":
+            _lines(ax, chosen, request, request.y)
+        else:
+            categories = _categories(chosen, request.x)
+            names = _series_values(chosen, SERIES)
+            width = 0.8 / max(len(names), 1)
+            for i, series in enumerate(names):
+                means = chosen[chosen[SERIES] == series].groupby(request.x)[request.y].mean()
+                heights = [means.get(c, np.nan) for c in categories]
+                offsets = np.arange(len(categories)) + (i - (len(names) - 1) / 2) * width
+                ax.bar(offsets, heights, width=width, label=series)
+            ax.set_xticks(np.arange(len(categories)), [str(c) for c in categories])
+            ax.set_xlabel(_label(request.x, runs))
+            ax.grid(True, axis="y", alpha=0.3)
+            ax.legend(title=_series_title(request), fontsize="small")
+        ax.set_ylabel(request.ylabel or _label(request.y))
+        if request.logy:
+            ax.set_yscale("log")
+        if value is not None:
+            ax.set_title(f"{_label(request.panels, runs)} = {value}")
+    return figure
+
+
+def _categories(runs: pd.DataFrame, field: str) -> list[Any]:
+    """The values of `field` as categories: numbers in order, anything else as they come."""
+    values = _series_values(runs, field)
+    if all(_sort_key(v)[0] == 0 for v in values):
+        return sorted(values)
+    return values
+
+
+def _series_title(request: FigureRequest) -> str:
+    """The legend title: the series field(s)."""
+    return " + ".join(_series_fields(request))
 
 
 def _label(field: str, runs: pd.DataFrame | None = None) -> str:
