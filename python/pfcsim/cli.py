@@ -13,7 +13,7 @@ from pathlib import Path
 import tomli_w
 
 import pfcsim
-from pfcsim import plots
+from pfcsim import plots, reproduce
 from pfcsim.sweep import check, finished_keys, load_sweep
 
 
@@ -117,6 +117,24 @@ def _parser() -> argparse.ArgumentParser:
         help="only runs whose field has this value (repeatable)",
     )
     plot.set_defaults(command=_plot)
+
+    repro = sub.add_parser(
+        "reproduce",
+        help="run an experiment (a paper figure): sweep, figures, our numbers beside the paper's",
+    )
+    repro.add_argument("experiment", nargs="?", help="<group>/<name>, e.g. rlb/fig12")
+    repro.add_argument("--list", action="store_true", help="list the experiments")
+    repro.add_argument(
+        "--quick", action="store_true", help="the reduced version (minutes), labelled as such"
+    )
+    repro.add_argument(
+        "--experiments", type=Path, help="experiments folder (default: ./experiments or the repo's)"
+    )
+    repro.add_argument("-o", "--out", type=Path, help="store (default: results/reproduce/<name>)")
+    repro.add_argument("-j", "--jobs", type=int, help="local worker processes")
+    repro.add_argument("--ray", metavar="auto|local|ADDRESS", help="run points as Ray tasks")
+    repro.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    repro.set_defaults(command=_reproduce)
 
     validate = sub.add_parser(
         "validate", help="check a spec (and build its topology and traffic) without running it"
@@ -242,6 +260,37 @@ def _plot(args: argparse.Namespace) -> None:
         )
         for path in plots.draw(store, request, out):
             print(path)
+
+
+def _reproduce(args: argparse.Namespace) -> None:
+    """`pfcsim reproduce`: lists experiments, or runs one and prints its claims table."""
+    root = args.experiments or reproduce.default_root()
+    if args.list or args.experiment is None:
+        for experiment in reproduce.list_experiments(root):
+            print(f"{experiment.name:<28} {experiment.title}")
+            print(f"{'':<28} {experiment.source}")
+        return
+    experiment = reproduce.load_experiment(root, args.experiment)
+    result = reproduce.reproduce(
+        experiment,
+        quick=args.quick,
+        out=args.out,
+        workers=args.jobs,
+        ray=args.ray,
+        progress=not args.quiet,
+    )
+    kind = "quick run" if args.quick else "full run"
+    print(f"{experiment.name}: {experiment.title} ({kind})")
+    print(f"source: {experiment.source}")
+    for path in result.figures:
+        print(f"figure: {path}")
+    if result.claims:
+        print()
+        print(reproduce.format_claims(result.claims))
+        print(f"\nclaims table: {result.store / 'claims.csv'}")
+    if result.failed_points:
+        print(f"{result.failed_points} points failed: see {result.store / 'failed'}")
+        args.status = 1
 
 
 def _validate(args: argparse.Namespace) -> None:

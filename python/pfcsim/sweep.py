@@ -163,7 +163,7 @@ def load_sweep(sweep: SweepLike, base_dir: str | os.PathLike[str] | None = None)
             params.update(part)
         spec = copy.deepcopy(base)
         for key, value in params.items():
-            _set_key(spec, key, copy.deepcopy(value), origin)
+            set_key(spec, key, copy.deepcopy(value), origin)
         points.append(Point(index, params, spec))
     return Sweep(name, origin, base, spec_dir, points, text)
 
@@ -485,7 +485,7 @@ def _parse_key(path: str, where: str) -> list[str | int]:
     return segments
 
 
-def _set_key(spec: dict[str, Any], path: str, value: Any, origin: str) -> None:
+def set_key(spec: dict[str, Any], path: str, value: Any, origin: str) -> None:
     """Sets key path `path` of `spec` to `value`; missing tables on the way are created."""
     segments = _parse_key(path, origin)
     node: Any = spec

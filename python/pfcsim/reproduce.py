@@ -1,0 +1,377 @@
+"""Experiments: a sweep, the figures drawn from it, and the numbers it is compared against.
+
+An experiment is a folder `experiments/<group>/<name>/` holding `experiment.toml`
+(docs/reproduce.md):
+
+    title = "Fig. 12: FCT CDF, symmetric leaf-spine, web search, 60% load"
+    source = "RLB (ToN 2024), Fig. 12 and Sec. VI-B.1"
+    sweep = "sweep.toml"                     # a sweep spec, relative to this folder
+
+    [quick]                                  # --quick: a reduced sweep that runs in minutes
+    note = "1 ms of arrivals instead of 10 ms"
+    set = { "traffic[0].duration" = "1ms" }  # keys set in every point
+    grid = { "traffic[0].load" = [0.6] }     # axes replaced (or added)
+
+    [[figure]]                               # pfcsim.plots kinds and options
+    name = "fct-cdf"
+    kind = "fct-cdf"
+    series = ["lb.scheme", "lb.inner"]
+
+    [[claim]]                                # a number the source reports
+    text = "RLB cuts the p99 FCT by up to 72% over DRILL"
+    metric = "fct_p99_us"
+    compare = "reduction"                    # 1 - value(series) / value(baseline)
+    series = "rlb+drill"
+    baseline = "drill"
+    over = "max"                             # "up to": the largest over the other fields
+    paper = 0.72
+
+`pfcsim reproduce <group>/<name>` runs the sweep into a store (resumable, local or Ray),
+draws the figures into the store's `figures/` (PNG and SVG) and prints the claims next to
+our numbers with their ratio (also written to `claims.csv`).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pfcsim._core import SpecError
+from pfcsim.plots import KINDS, FigureRequest, series_names
+from pfcsim.sweep import load_sweep, set_key
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from pfcsim.store import Store
+    from pfcsim.sweep import Sweep
+
+#: Keys of `experiment.toml`.
+EXPERIMENT_KEYS = ("title", "source", "sweep", "quick", "figure", "claim", "notes")
+QUICK_KEYS = ("note", "set", "grid")
+FIGURE_KEYS = (
+    "name",
+    "kind",
+    "series",
+    "x",
+    "metric",
+    "where",
+    "y",
+    "panels",
+    "title",
+    "ylabel",
+    "logy",
+)
+CLAIM_KEYS = (
+    "text",
+    "metric",
+    "compare",
+    "series",
+    "baseline",
+    "series_fields",
+    "where",
+    "over",
+    "paper",
+)
+#: How a claim turns runs into one number.
+COMPARES = ("value", "reduction", "ratio")
+#: How a claim folds the values left after `where` (one per remaining combination of fields).
+OVERS = ("max", "min", "mean")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A number the source reports, and how to compute ours."""
+
+    text: str
+    metric: str
+    compare: str
+    series: str
+    baseline: str | None
+    series_fields: tuple[str, ...]
+    where: tuple[tuple[str, str], ...]
+    over: str
+    paper: float | None
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment folder, read and checked."""
+
+    #: `<group>/<name>`, the folder relative to the experiments root.
+    name: str
+    folder: Path
+    title: str
+    source: str
+    sweep_path: Path
+    quick: dict[str, Any]
+    figures: list[FigureRequest]
+    claims: list[Claim]
+    notes: str = ""
+
+    def sweep(self, *, quick: bool) -> Sweep:
+        """The experiment's sweep, or its reduced version (`[quick]` applied)."""
+        sweep = load_sweep(self.sweep_path)
+        if not quick:
+            return sweep
+        data = tomllib.loads(sweep.text)
+        data["base"] = copy.deepcopy(sweep.base)
+        for key, value in self.quick.get("set", {}).items():
+            set_key(data["base"], key, value, f"{self.name}: quick.set")
+        grid = dict(data.get("grid", {}))
+        grid.update(self.quick.get("grid", {}))
+        data["grid"] = grid
+        data["name"] = f"{sweep.name}-quick"
+        return load_sweep(data, base_dir=sweep.base_dir)
+
+
+@dataclass
+class Reproduction:
+    """What `reproduce` made."""
+
+    experiment: Experiment
+    store: Path
+    figures: list[Path] = field(default_factory=list)
+    #: One row per claim: text, paper, ours, ratio (ours / paper).
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    failed_points: int = 0
+
+
+def default_root() -> Path:
+    """The experiments folder: `./experiments` if there is one, else the repository's."""
+    here = Path("experiments")
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[2] / "experiments"
+
+
+def list_experiments(root: Path) -> list[Experiment]:
+    """Every experiment under `root`, by name."""
+    found = sorted(root.glob("*/*/experiment.toml"))
+    return [load_experiment(root, f.parent.relative_to(root).as_posix()) for f in found]
+
+
+def load_experiment(root: Path, name: str) -> Experiment:
+    """Reads and checks `root/<name>/experiment.toml`; `SpecError` names the bad key."""
+    folder = root / name
+    path = folder / "experiment.toml"
+    if not path.is_file():
+        known = ", ".join(
+            e.parent.relative_to(root).as_posix() for e in root.glob("*/*/experiment.toml")
+        )
+        raise SpecError(f"no experiment {name!r} in {root}; known: {known or 'none'}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: {e}") from None
+    where = str(path)
+    _no_unknown(data, EXPERIMENT_KEYS, where)
+    for key in ("title", "source", "sweep"):
+        if not isinstance(data.get(key), str):
+            raise SpecError(f"{where}: {key}: expected a string")
+    quick = data.get("quick", {})
+    _no_unknown(quick, QUICK_KEYS, f"{where}: quick")
+    figures = [_figure(f, f"{where}: figure[{i}]") for i, f in enumerate(data.get("figure", []))]
+    claims = [_claim(c, f"{where}: claim[{i}]") for i, c in enumerate(data.get("claim", []))]
+    return Experiment(
+        name=name,
+        folder=folder,
+        title=data["title"],
+        source=data["source"],
+        sweep_path=folder / data["sweep"],
+        quick=quick,
+        figures=figures,
+        claims=claims,
+        notes=data.get("notes", ""),
+    )
+
+
+def reproduce(
+    experiment: Experiment,
+    *,
+    quick: bool,
+    out: Path | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    progress: bool = False,
+) -> Reproduction:
+    """Runs the experiment's sweep, draws its figures and computes its claims."""
+    from pfcsim.api import sweep as run_sweep
+    from pfcsim.plots import draw
+    from pfcsim.store import Store
+
+    sweep = experiment.sweep(quick=quick)
+    store_dir = out or Path("results") / "reproduce" / (
+        experiment.name + ("-quick" if quick else "")
+    )
+    report = run_sweep(
+        _as_dict(sweep),
+        out=store_dir,
+        workers=workers,
+        ray=ray,
+        progress=progress,
+        base_dir=sweep.base_dir,
+    )
+    store = Store(store_dir)
+    result = Reproduction(experiment, store_dir, failed_points=len(report.failed))
+    label = f" (quick run: {experiment.quick.get('note', 'reduced sweep')})" if quick else ""
+    for request in experiment.figures:
+        title = (request.title or experiment.title) + label
+        titled = dataclasses.replace(request, title=title)
+        result.figures.extend(draw(store, titled, store_dir / "figures"))
+    result.claims = [evaluate(claim, store) for claim in experiment.claims]
+    _write_claims(result.claims, store_dir / "claims.csv")
+    return result
+
+
+def evaluate(claim: Claim, store: Store) -> dict[str, Any]:
+    """Our number for `claim` from the runs of `store`, next to the paper's."""
+    runs = store.runs
+    for name, value in claim.where:
+        runs = runs[runs[name].astype(str) == value]
+    runs = runs.assign(series=series_names(runs, list(claim.series_fields)))
+    conditions = _conditions(store, runs)
+    ours = _claim_value(claim, runs, conditions)
+    ratio = None
+    if ours is not None and claim.paper not in (None, 0.0):
+        ratio = ours / claim.paper
+    return {
+        "claim": claim.text,
+        "metric": claim.metric,
+        "paper": claim.paper,
+        "ours": ours,
+        "ratio": ratio,
+    }
+
+
+def _conditions(store: Store, runs: pd.DataFrame) -> list[str]:
+    """The fields that tell apart the conditions a claim is folded over (e.g. the loads).
+
+    The spec fields that vary among `runs`, but the seed and the fields that only follow the
+    series (each series has one value of them, like `lb.scheme`).
+    """
+    spec_columns = store.sql("SELECT name FROM spec_columns ORDER BY position")["name"]
+    conditions = []
+    for column in spec_columns:
+        if column in ("seed", "name") or column not in runs.columns:
+            continue
+        values = runs[column].astype(str)
+        if values.nunique() < 2:
+            continue
+        follows_series = (values.groupby(runs["series"]).nunique() == 1).all()
+        if not follows_series:
+            conditions.append(column)
+    return conditions
+
+
+def _claim_value(claim: Claim, runs: pd.DataFrame, conditions: list[str]) -> float | None:
+    """The claim's number: one value per condition (mean over seeds), folded by `over`."""
+    import pandas as pd
+
+    def per_condition(series: str) -> pd.Series:
+        chosen = runs[runs["series"] == series]
+        if not conditions:
+            return pd.Series([chosen[claim.metric].mean()])
+        return chosen.groupby(conditions, dropna=False)[claim.metric].mean()
+
+    values = per_condition(claim.series)
+    if claim.compare != "value":
+        assert claim.baseline is not None, "checked when read"
+        values, base = values.align(per_condition(claim.baseline), join="inner")
+        values = 1 - values / base if claim.compare == "reduction" else values / base
+    values = values.dropna()
+    if values.empty:
+        return None
+    return float(getattr(values, claim.over)())
+
+
+def format_claims(rows: list[dict[str, Any]]) -> str:
+    """The claims as a text table: claim, metric, paper, ours, ratio."""
+
+    def number(v: Any) -> str:
+        return "-" if v is None else f"{v:.3g}"
+
+    width = max((len(r["claim"]) for r in rows), default=5)
+    width = min(width, 70)
+    lines = [f"{'claim':<{width}}  {'paper':>8}  {'ours':>8}  {'ours/paper':>10}"]
+    for r in rows:
+        text = r["claim"] if len(r["claim"]) <= width else r["claim"][: width - 1] + "…"
+        numbers = f"{number(r['paper']):>8}  {number(r['ours']):>8}  {number(r['ratio']):>10}"
+        lines.append(f"{text:<{width}}  {numbers}")
+    return "\n".join(lines)
+
+
+def _write_claims(rows: list[dict[str, Any]], path: Path) -> None:
+    """Writes the claims table as CSV."""
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["claim", "metric", "paper", "ours", "ratio"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _as_dict(sweep: Sweep) -> dict[str, Any]:
+    """A loaded sweep as a sweep-spec dict (the base inline), for `pfcsim.sweep`."""
+    data = tomllib.loads(sweep.text) if sweep.text else {}
+    data["base"] = sweep.base
+    data["name"] = sweep.name
+    return data
+
+
+def _figure(data: dict[str, Any], where: str) -> FigureRequest:
+    """A `[[figure]]` table as a plot request."""
+    _no_unknown(data, FIGURE_KEYS, where)
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise SpecError(f"{where}: kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    options = dict(data)
+    if isinstance(options.get("series"), list):
+        options["series"] = tuple(options["series"])
+    if "where" in options:
+        options["where"] = tuple((k, str(v)) for k, v in options["where"].items())
+    return FigureRequest(**options)
+
+
+def _claim(data: dict[str, Any], where: str) -> Claim:
+    """A `[[claim]]` table, checked."""
+    _no_unknown(data, CLAIM_KEYS, where)
+    for key in ("text", "metric", "series"):
+        if not isinstance(data.get(key), str):
+            raise SpecError(f"{where}: {key}: expected a string")
+    compare = data.get("compare", "value")
+    if compare not in COMPARES:
+        raise SpecError(f"{where}: compare: expected one of {', '.join(COMPARES)}, got {compare!r}")
+    if compare != "value" and not isinstance(data.get("baseline"), str):
+        raise SpecError(f"{where}: baseline: compare = {compare!r} needs the baseline series")
+    over = data.get("over", "mean")
+    if over not in OVERS:
+        raise SpecError(f"{where}: over: expected one of {', '.join(OVERS)}, got {over!r}")
+    fields = data.get("series_fields", ["scheme"])
+    fields = [fields] if isinstance(fields, str) else fields
+    paper = data.get("paper")
+    if paper is not None and not isinstance(paper, int | float):
+        raise SpecError(
+            f"{where}: paper: expected a number (or leave it out if only a plot shows it)"
+        )
+    return Claim(
+        text=data["text"],
+        metric=data["metric"],
+        compare=compare,
+        series=data["series"],
+        baseline=data.get("baseline"),
+        series_fields=tuple(fields),
+        where=tuple((k, str(v)) for k, v in data.get("where", {}).items()),
+        over=over,
+        paper=float(paper) if paper is not None else None,
+    )
+
+
+def _no_unknown(data: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    """Raises `SpecError` for the first key of `data` not in `known`."""
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise SpecError(f"{where}: unknown key `{unknown[0]}`; expected one of {', '.join(known)}")

@@ -1,0 +1,151 @@
+"""Experiments: `pfcsim reproduce` runs a sweep, draws its figures and tabulates its claims."""
+
+import csv
+from pathlib import Path
+
+import pytest
+
+import pfcsim
+from conftest import TINY_TOML
+from pfcsim import reproduce
+from test_cli import cli
+
+#: The repository's experiments.
+REPO_EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+TINY_EXPERIMENT = """\
+title = "Tiny: ECMP vs RPS"
+source = "a test experiment"
+sweep = "sweep.toml"
+
+[quick]
+note = "one load, 0.5 ms"
+set = { "traffic[0].duration" = "0.5ms" }
+grid = { "traffic[0].load" = [0.3] }
+
+[[figure]]
+name = "p99"
+kind = "lines"
+y = "fct_p99_us"
+
+[[figure]]
+name = "retx"
+kind = "bars"
+x = "scheme"
+y = "retransmitted_bytes"
+series = "load"
+
+[[claim]]
+text = "RPS cuts the p99 FCT by up to 10% against ECMP"
+metric = "fct_p99_us"
+compare = "reduction"
+series = "rps"
+baseline = "ecmp"
+over = "max"
+paper = 0.10
+"""
+
+TINY_SWEEP = """\
+base = "spec.toml"
+[grid]
+lb.scheme = ["ecmp", "rps"]
+"traffic[0].load" = [0.2, 0.4]
+seed = [1, 2]
+"""
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """An experiments folder with the one experiment `demo/tiny`."""
+    folder = tmp_path / "experiments" / "demo" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "spec.toml").write_text(TINY_TOML)
+    (folder / "sweep.toml").write_text(TINY_SWEEP)
+    (folder / "experiment.toml").write_text(TINY_EXPERIMENT)
+    return tmp_path / "experiments"
+
+
+def test_list_names_every_experiment(root: Path, tmp_path: Path) -> None:
+    done = cli("reproduce", "--list", "--experiments", str(root), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0].split() == ["demo/tiny", "Tiny:", "ECMP", "vs", "RPS"]
+
+
+def test_quick_run_draws_the_figures_and_tabulates_the_claims(root: Path, tmp_path: Path) -> None:
+    done = cli("reproduce", "demo/tiny", "--quick", "-q", "--experiments", str(root), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    store = tmp_path / "results" / "reproduce" / "demo" / "tiny-quick"
+    for name in ("p99", "retx"):
+        assert (store / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert "<svg" in (store / "figures" / f"{name}.svg").read_text()[:1000]
+    assert "quick run" in done.stdout
+    # The quick sweep: one load (0.3), 0.5 ms of arrivals, both schemes and seeds.
+    runs = pfcsim.open_store(store).runs
+    assert sorted(set(runs["load"])) == [0.3]
+    assert len(runs) == 4
+    assert set(runs["traffic[0].duration"]) == {"500us"}
+    rows = list(csv.DictReader((store / "claims.csv").open()))
+    assert [r["claim"] for r in rows] == ["RPS cuts the p99 FCT by up to 10% against ECMP"]
+    assert float(rows[0]["paper"]) == 0.1
+    assert "RPS cuts the p99 FCT" in done.stdout
+
+
+def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root: Path) -> None:
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    result = reproduce.reproduce(experiment, quick=False, out=root.parent / "store", workers=2)
+    runs = pfcsim.open_store(result.store).runs
+    p99 = runs.groupby(["scheme", "load"])["fct_p99_us"].mean()
+    expected = max(1 - p99["rps", load] / p99["ecmp", load] for load in (0.2, 0.4))
+    (claim,) = result.claims
+    assert claim["ours"] == pytest.approx(expected)
+    assert claim["ratio"] == pytest.approx(expected / 0.10)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ('title = "T"', "unknown key `colour`"),
+        ('kind = "lines"', "figure[0]: kind: expected one of"),
+        ('compare = "reduction"', "claim[0]: compare: expected one of value, reduction, ratio"),
+        ('over = "max"', "claim[0]: over: expected one of max, min, mean, got 'top'"),
+        ('baseline = "ecmp"', "claim[0]: baseline: compare = 'reduction' needs the baseline"),
+    ],
+)
+def test_bad_experiment_files_name_the_key(root: Path, edit: str, message: str) -> None:
+    path = root / "demo" / "tiny" / "experiment.toml"
+    replacement = {
+        'title = "T"': 'title = "T"\ncolour = "red"',
+        'kind = "lines"': 'kind = "pie"',
+        'compare = "reduction"': 'compare = "better"',
+        'over = "max"': 'over = "top"',
+        'baseline = "ecmp"': "",
+    }[edit]
+    text = TINY_EXPERIMENT.replace('title = "Tiny: ECMP vs RPS"', 'title = "T"')
+    path.write_text(text.replace(edit, replacement, 1))
+    with pytest.raises(pfcsim.SpecError) as e:
+        reproduce.load_experiment(root, "demo/tiny")
+    assert message in str(e.value)
+
+
+def test_an_unknown_experiment_lists_the_known_ones(root: Path) -> None:
+    with pytest.raises(pfcsim.SpecError) as e:
+        reproduce.load_experiment(root, "demo/huge")
+    assert "no experiment 'demo/huge'" in str(e.value)
+    assert "known: demo/tiny" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "name", [e.name for e in reproduce.list_experiments(REPO_EXPERIMENTS)] or ["(none)"]
+)
+def test_every_experiment_of_the_repository_runs_quick(name: str, tmp_path: Path) -> None:
+    if name == "(none)":
+        pytest.skip("no experiments in the repository")
+    done = cli(
+        "reproduce", name, "--quick", "-q", "--experiments", str(REPO_EXPERIMENTS), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    experiment = reproduce.load_experiment(REPO_EXPERIMENTS, name)
+    figures = tmp_path / "results" / "reproduce" / f"{name}-quick" / "figures"
+    for figure in experiment.figures:
+        for suffix in ("png", "svg"):
+            assert (figures / f"{figure.name or figure.kind}.{suffix}").is_file()
