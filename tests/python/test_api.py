@@ -166,7 +166,7 @@ def test_other_threads_run_while_a_simulation_runs(tiny_dict: dict[str, Any]) ->
 
 def test_schemes_list_their_defaults() -> None:
     schemes = {s["name"]: s for s in pfcsim.schemes()}
-    assert set(schemes) == {"ecmp", "rps"}
+    assert set(schemes) == {"ecmp", "rps", "drb", "letflow", "drill", "conga", "hula"}
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}
     assert all(s["doc"] for s in schemes.values())

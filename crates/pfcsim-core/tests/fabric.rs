@@ -1,7 +1,9 @@
 //! Behaviour of the fabric model: each test fails if the mechanism it names breaks.
 
 use pfcsim_core::dcqcn::DcqcnConfig;
-use pfcsim_core::lb::{CongaConfig, DrbConfig, DrillConfig, LbConfig, LetFlowConfig, RpsConfig};
+use pfcsim_core::lb::{
+    CongaConfig, DrbConfig, DrillConfig, HulaConfig, LbConfig, LetFlowConfig, RpsConfig,
+};
 use pfcsim_core::sim::{
     ideal_fct, CcConfig, FabricConfig, FlowSpec, NicConfig, RunOutput, Simulation, StopRule,
 };
@@ -760,4 +762,84 @@ fn conga_is_deterministic() {
         assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
         assert_eq!(a.flows, b.flows);
     }
+}
+
+/// Runs until every flow has finished (HULA's probes never stop, so the network never drains).
+fn until_done(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64) -> RunOutput {
+    let stop = StopRule {
+        at: Time::from_ms(100),
+        when_flows_done: true,
+    };
+    let out = Simulation::new(topo, cfg, flows, seed, stop)
+        .unwrap()
+        .run_to_end();
+    let s = &out.stats;
+    assert_eq!(s.packets_dropped, 0);
+    assert_eq!(s.flows_finished, s.flows_total);
+    let total: u64 = out.flows.iter().map(|f| f.size_bytes).sum();
+    assert_eq!(s.bytes_delivered, total);
+    out
+}
+
+#[test]
+fn hula_avoids_degraded_links_near_and_far_by_probed_utilization() {
+    // A slow (10 Gbps) link at the source leaf's uplink, then one at the destination leaf's
+    // downlink from spine 18. HULA's probes carry the maximum transmit utilization along each
+    // path (normalized by each link's rate), so the source leaf's best hop towards leaf 17
+    // avoids either; ECMP hashes a quarter of the flows onto it. Forcing the ECMP fallback in
+    // HULA makes it send as much as ECMP.
+    let hula = LbConfig::Hula(HulaConfig::default());
+    for (leaf, node, peer) in [(0, 16, 18), (1, 18, 17)] {
+        let topo = degraded(leaf, 0, Rate::gbps(10));
+        let run = |lb: LbConfig| {
+            let out = until_done(&topo, with_lb(lb), cross_leaf_flows(false), 9);
+            tx_bytes(&out, node, peer)
+        };
+        let ecmp = run(LbConfig::default());
+        let got = run(hula.clone());
+        eprintln!("bytes on the slow link {node}->{peer}: ecmp {ecmp}, hula {got}");
+        assert!(ecmp > 1_000_000, "{ecmp}");
+        assert!(got * 3 < ecmp, "HULA {got} B vs ECMP {ecmp} B");
+    }
+}
+
+#[test]
+fn hula_probes_cross_links_and_runs_are_deterministic() {
+    let topo = leaf_spine(2, 4, 8);
+    let flows: Vec<FlowSpec> = (0..16)
+        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
+        .collect();
+    let cfg = FabricConfig {
+        lb: LbConfig::Hula(HulaConfig::default()),
+        ..Default::default()
+    };
+    let run = |seed| until_done(&topo, cfg.clone(), flows.clone(), seed);
+    let (a, b) = (run(7), run(7));
+    assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
+    assert_eq!(a.flows, b.flows);
+    // Leaves (16, 17) probe each uplink every 10 us; spines send each probe on to the other
+    // leaf. Nothing goes to hosts.
+    let msgs = |node: u32, peer: u32| {
+        a.ports
+            .iter()
+            .find(|p| p.node == node && p.peer == peer)
+            .unwrap()
+            .lb_messages_sent
+    };
+    let end_us = a.stats.end_ps / 1_000_000;
+    for spine in 18..22 {
+        for leaf in [16, 17] {
+            let up = msgs(leaf, spine);
+            assert!(
+                up.abs_diff(end_us / 10 + 1) <= 1,
+                "{leaf}->{spine}: {up}, {end_us} us"
+            );
+            assert!(msgs(spine, leaf).abs_diff(up) <= 1);
+        }
+    }
+    assert!(a
+        .ports
+        .iter()
+        .filter(|p| !p.is_switch || p.peer < 16)
+        .all(|p| p.lb_messages_sent == 0));
 }

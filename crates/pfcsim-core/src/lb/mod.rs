@@ -12,7 +12,8 @@
 //!   (a real packet that is serialized and propagates on the link, in the strict-priority
 //!   control queue), or set a timer.
 //!
-//! Hooks: `choose` (a data packet needs an egress among equal-cost candidates), `on_dequeue`
+//! Hooks: `on_start` (once, at time zero), `choose` (a data packet needs an egress among
+//! equal-cost candidates), `on_dequeue`
 //! (a data packet leaves an egress queue; the scheme may stamp its `lb` header), `on_control`
 //! (a scheme message from a neighbour arrived) and `on_timer`. Data packets carry the
 //! [`LbHeader`] (a path tag chosen by a sender or source switch, and one scheme-defined
@@ -37,6 +38,7 @@ pub mod conga;
 pub mod drb;
 pub mod drill;
 pub mod ecmp;
+pub mod hula;
 pub mod letflow;
 #[cfg(test)]
 pub mod probe;
@@ -52,6 +54,7 @@ pub use conga::{Conga, CongaConfig};
 pub use drb::{Drb, DrbConfig, DrbOrder};
 pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
+pub use hula::{Hula, HulaConfig};
 pub use letflow::{LetFlow, LetFlowConfig};
 pub use rps::{Rps, RpsConfig};
 
@@ -136,6 +139,8 @@ pub enum LbConfig {
     Drill(DrillConfig),
     /// Congestion-aware flowlet placement at the source leaf with leaf-to-leaf feedback (CONGA).
     Conga(CongaConfig),
+    /// Hop-by-hop flowlet routing on the best next hop learnt from utilization probes (HULA).
+    Hula(HulaConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -180,6 +185,11 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "flowlets placed by the source leaf on the least congested path (DRE utilization, max along the path, fed back leaf to leaf)",
             LbConfig::Conga(CongaConfig::default()),
         ),
+        (
+            "hula",
+            "flowlets routed hop by hop on the best next hop towards the destination ToR, learnt from periodic utilization probes",
+            LbConfig::Hula(HulaConfig::default()),
+        ),
     ]
 }
 
@@ -192,6 +202,7 @@ impl LbConfig {
             LbConfig::LetFlow(_) => "letflow",
             LbConfig::Drill(_) => "drill",
             LbConfig::Conga(_) => "conga",
+            LbConfig::Hula(_) => "hula",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
@@ -204,6 +215,7 @@ impl LbConfig {
             LbConfig::LetFlow(c) => c.validate(),
             LbConfig::Drill(c) => c.validate(),
             LbConfig::Conga(c) => c.validate(),
+            LbConfig::Hula(c) => c.validate(),
             _ => Ok(()),
         }
     }
@@ -211,7 +223,7 @@ impl LbConfig {
     /// Whether instances need the ToR map and port directions of [`LbFabric`] (computing
     /// them costs a pass over the fabric per switch, so other schemes skip it).
     pub fn needs_fabric(&self) -> bool {
-        matches!(self, LbConfig::Conga(_))
+        matches!(self, LbConfig::Conga(_) | LbConfig::Hula(_))
     }
 
     /// Whether switches show ACKs and NACKs to the scheme's `on_dequeue` (CONGA with
@@ -233,6 +245,7 @@ impl LbConfig {
             LbConfig::LetFlow(c) => SwitchLb::LetFlow(LetFlow::new(c, node)),
             LbConfig::Drill(c) => SwitchLb::Drill(Drill::new(c, nodes)),
             LbConfig::Conga(c) => SwitchLb::Conga(Box::new(Conga::new(c, fabric))),
+            LbConfig::Hula(c) => SwitchLb::Hula(Box::new(Hula::new(c, fabric))),
             #[cfg(test)]
             LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }
@@ -248,6 +261,7 @@ pub enum SwitchLb {
     LetFlow(LetFlow),
     Drill(Drill),
     Conga(Box<Conga>),
+    Hula(Box<Hula>),
     #[cfg(test)]
     Probe(probe::Probe),
 }
@@ -264,6 +278,7 @@ impl SwitchLb {
             SwitchLb::LetFlow(s) => s.choose(ctx, pkt, candidates),
             SwitchLb::Drill(s) => s.choose(ctx, pkt, candidates),
             SwitchLb::Conga(s) => s.choose(ctx, pkt, candidates),
+            SwitchLb::Hula(s) => s.choose(ctx, pkt, candidates),
             #[cfg(test)]
             SwitchLb::Probe(s) => s.choose(ctx, pkt, candidates),
         }
@@ -275,6 +290,7 @@ impl SwitchLb {
     pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
         match self {
             SwitchLb::Conga(s) => s.on_dequeue(ctx, port, pkt),
+            SwitchLb::Hula(s) => s.on_dequeue(ctx, port, pkt),
             SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
             | SwitchLb::Drb(_)
@@ -288,6 +304,7 @@ impl SwitchLb {
     /// A scheme message from the neighbour on local port `port` arrived.
     pub fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
         match self {
+            SwitchLb::Hula(s) => s.on_control(ctx, port, header),
             SwitchLb::Conga(_)
             | SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
@@ -301,9 +318,20 @@ impl SwitchLb {
         }
     }
 
+    /// Called once per switch at time zero, before any event (periodic work starts here).
+    pub fn on_start(&mut self, ctx: &mut LbCtx) {
+        match self {
+            SwitchLb::Hula(s) => s.on_start(ctx),
+            _ => {
+                let _ = ctx;
+            }
+        }
+    }
+
     /// A timer set with [`LbAction::SetTimer`] fired.
     pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         match self {
+            SwitchLb::Hula(s) => s.on_timer(ctx, token),
             SwitchLb::Conga(_)
             | SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)

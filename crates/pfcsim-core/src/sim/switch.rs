@@ -498,6 +498,20 @@ impl Simulation {
         self.lb_actions = actions;
     }
 
+    /// Gives every switch's scheme its `on_start` call, at time zero, before any event runs
+    /// (HULA schedules its first probes there).
+    pub(super) fn lb_start(&mut self) {
+        for s in 0..self.switches.len() as u32 {
+            let sw = &mut self.switches[s as usize];
+            sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+                lb.on_start(ctx)
+            });
+            if !self.lb_actions.is_empty() {
+                self.apply_lb_actions(s);
+            }
+        }
+    }
+
     /// A load balancer's timer fired.
     pub(super) fn lb_timer(&mut self, s: u32, token: u64) {
         let sw = &mut self.switches[s as usize];
