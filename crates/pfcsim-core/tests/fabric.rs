@@ -843,3 +843,37 @@ fn hula_probes_cross_links_and_runs_are_deterministic() {
         .filter(|p| !p.is_switch || p.peer < 16)
         .all(|p| p.lb_messages_sent == 0));
 }
+
+#[test]
+fn hula_probe_replication_in_a_fat_tree_is_loop_free_and_bounded() {
+    // k = 4: 8 edge switches (ToRs). Per probe round a port carries at most one probe per
+    // other ToR (an aggregation switch's downlink: the other edge of its pod and the six
+    // remote ToRs). A replication loop or duplicate re-emission would exceed it.
+    let link = (Rate::gbps(100), Time::from_us(1));
+    let topo = Topology::fat_tree(4, link, link);
+    let cfg = with_lb(LbConfig::Hula(HulaConfig::default()));
+    let out = until_done(&topo, cfg, vec![flow(0, 4, 2_000_000, Time::ZERO)], 3);
+    let rounds = out.stats.end_ps / 10_000_000 + 1;
+    let max = out.ports.iter().map(|p| p.lb_messages_sent).max().unwrap();
+    assert!(
+        max <= 7 * rounds,
+        "{max} probes on a port in {rounds} rounds"
+    );
+    assert!(
+        max >= 7 * (rounds - 2),
+        "{max} probes on a port in {rounds} rounds"
+    );
+    // Edge uplinks carry only their own ToR's probe; nothing goes to hosts.
+    for p in out
+        .ports
+        .iter()
+        .filter(|p| (16..24).contains(&p.node) && p.peer >= 24)
+    {
+        assert!(p.lb_messages_sent.abs_diff(rounds) <= 1, "{p:?}");
+    }
+    assert!(out
+        .ports
+        .iter()
+        .filter(|p| p.peer < 16)
+        .all(|p| p.lb_messages_sent == 0));
+}
