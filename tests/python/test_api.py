@@ -171,7 +171,7 @@ def test_other_threads_run_while_a_simulation_runs(tiny_dict: dict[str, Any]) ->
 
 def test_schemes_list_their_defaults() -> None:
     schemes = {s["name"]: s for s in pfcsim.schemes()}
-    assert set(schemes) == {"ecmp", "rps", "drb", "letflow", "drill"}
+    assert set(schemes) == {"ecmp", "rps", "drb", "letflow", "drill", "conga", "hula"}
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}
     assert schemes["drb"]["defaults"] == {"order": "round_robin"}

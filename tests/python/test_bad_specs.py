@@ -77,9 +77,9 @@ BAD_SPECS = [
     ),
     (
         "unknown scheme",
-        TINY_TOML + '\n[lb]\nscheme = "conga"\n',
-        "spec.toml (line 18): lb.scheme: unknown variant `conga`, expected one of `ecmp`, "
-        "`rps`, `drb`, `letflow`, `drill`",
+        TINY_TOML + '\n[lb]\nscheme = "magic"\n',
+        "spec.toml (line 18): lb.scheme: unknown variant `magic`, expected one of `ecmp`, "
+        "`rps`, `drb`, `letflow`, `drill`, `conga`, `hula`",
     ),
     (
         "zero flowlet timeout",

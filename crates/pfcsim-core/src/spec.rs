@@ -603,7 +603,17 @@ mod tests {
         );
         let e = error_of(&with_lb("scheme = \"drb\"\norder = \"zigzag\""));
         assert!(e.contains("unknown variant `zigzag`"), "{e}");
-        for lb in ["drb", "letflow", "drill"] {
+        let e = error_of(&with_lb("scheme = \"conga\"\nalpha = 0.0"));
+        assert_eq!(
+            e,
+            "s.toml: lb.alpha: 0 is out of range; use 0 < alpha <= 1 (CONGA default 0.2)"
+        );
+        let e = error_of(&with_lb("scheme = \"hula\"\nprobe_period = \"100ns\""));
+        assert_eq!(
+            e,
+            "s.toml: lb.probe_period: 100ns is out of range; use 1us..=10ms (HULA default 10us)"
+        );
+        for lb in ["drb", "letflow", "drill", "conga", "hula"] {
             let spec = Spec::from_toml(&with_lb(&format!("scheme = \"{lb}\"")), "s.toml").unwrap();
             assert_eq!(spec.lb.name(), lb);
             // Defaults are written out and read back.

@@ -2,7 +2,8 @@
 
 use pfcsim_core::dcqcn::DcqcnConfig;
 use pfcsim_core::lb::{
-    DrbConfig, DrillConfig, LbConfig, LetFlowConfig, LetFlowDecision, RpsConfig,
+    CongaConfig, DrbConfig, DrillConfig, HulaConfig, LbConfig, LetFlowConfig, LetFlowDecision,
+    RpsConfig,
 };
 use pfcsim_core::sim::{
     ideal_fct, CcConfig, FabricConfig, FlowSpec, NicConfig, RunOutput, Simulation, StopRule,
@@ -723,4 +724,248 @@ fn new_schemes_are_deterministic() {
         assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
         assert_eq!(a.flows, b.flows);
     }
+}
+
+/// Bytes (data and control) that `node` sent to `peer`.
+fn tx_bytes(out: &RunOutput, node: u32, peer: u32) -> u64 {
+    out.ports
+        .iter()
+        .filter(|p| p.node == node && p.peer == peer)
+        .map(|p| p.tx_bytes)
+        .sum()
+}
+
+/// Two leaves of eight 25 Gbps hosts, four spines, 100 Gbps fabric links except one
+/// leaf-spine link (both directions) at `slow`: hosts 0..16, leaves 16 and 17, spines 18..22.
+fn degraded(leaf: u32, spine: u32, slow: Rate) -> Topology {
+    let mut p = slow_hosts(8);
+    p.overrides = vec![(leaf, spine, Some(slow), None)];
+    Topology::leaf_spine(&p)
+}
+
+/// 96 flows of 100 KB from leaf 16 to leaf 17, one every 4 us (about 200 Gbps offered to a
+/// fabric of 3 x 100 Gbps + the slow link), plus, if `reverse`, the same from leaf 17 to 16.
+fn cross_leaf_flows(reverse: bool) -> Vec<FlowSpec> {
+    let mut flows: Vec<FlowSpec> = (0..96u32)
+        .map(|i| {
+            flow(
+                i % 8,
+                8 + (i * 3 + i / 8) % 8,
+                100_000,
+                Time::from_us(4 * i as u64),
+            )
+        })
+        .collect();
+    if reverse {
+        flows.extend((0..96u32).map(|i| {
+            flow(
+                8 + i % 8,
+                (i * 5 + 1) % 8,
+                100_000,
+                Time::from_us(4 * i as u64 + 2),
+            )
+        }));
+    }
+    flows
+}
+
+#[test]
+fn conga_avoids_a_degraded_uplink_by_its_local_dre() {
+    // Leaf 16's uplink to spine 18 runs at 10 Gbps. ECMP hashes about a quarter of the flows
+    // onto it; CONGA's source leaf sees that uplink's DRE, normalized by its rate, climb to
+    // the top of the scale and places new flowlets elsewhere. Forcing a random or hashed
+    // choice in CONGA makes it send as much as ECMP.
+    let topo = degraded(0, 0, Rate::gbps(10));
+    let run = |lb: LbConfig| {
+        let out = drain(&topo, with_lb(lb), cross_leaf_flows(false), 9);
+        assert_lossless_and_conserved(&out);
+        tx_bytes(&out, 16, 18)
+    };
+    let ecmp = run(LbConfig::default());
+    let conga = run(LbConfig::Conga(CongaConfig::default()));
+    eprintln!("bytes on the slow uplink: ecmp {ecmp}, conga {conga}");
+    assert!(
+        ecmp > 1_000_000,
+        "ECMP puts a share on the slow uplink: {ecmp}"
+    );
+    assert!(conga * 4 < ecmp, "CONGA {conga} B vs ECMP {ecmp} B");
+}
+
+#[test]
+fn conga_learns_a_degraded_remote_link_from_feedback() {
+    // The link from spine 18 down to leaf 17 runs at 10 Gbps; leaf 16's own uplinks are all
+    // fast, so only the CE folded in at spine 18 and fed back by leaf 17 can reveal it.
+    // Traffic from 16 to 17 only: with `feedback_on_acks` the feedback rides on ACKs and CONGA
+    // avoids the slow link; without it (the conweave-ns3 default) no packet carries feedback
+    // back and CONGA does no better than ECMP. With data in both directions, the default
+    // configuration gets the feedback on the reverse data.
+    let topo = degraded(1, 0, Rate::gbps(10));
+    let run = |lb: LbConfig, reverse: bool| {
+        let out = drain(&topo, with_lb(lb), cross_leaf_flows(reverse), 9);
+        assert_lossless_and_conserved(&out);
+        tx_bytes(&out, 18, 17)
+    };
+    let acks = LbConfig::Conga(CongaConfig {
+        feedback_on_acks: true,
+        ..Default::default()
+    });
+    let plain = LbConfig::Conga(CongaConfig::default());
+    let ecmp = run(LbConfig::default(), false);
+    let with_acks = run(acks, false);
+    let no_feedback = run(plain.clone(), false);
+    let ecmp_both = run(LbConfig::default(), true);
+    let reverse_data = run(plain, true);
+    eprintln!(
+        "bytes on the slow downlink: one way: ecmp {ecmp}, conga+acks {with_acks}, conga \
+         {no_feedback}; both ways: ecmp {ecmp_both}, conga {reverse_data}"
+    );
+    assert!(ecmp > 1_000_000, "{ecmp}");
+    assert!(
+        with_acks * 4 < ecmp,
+        "CONGA with ACK feedback {with_acks} B vs ECMP {ecmp} B"
+    );
+    assert!(
+        with_acks * 3 < no_feedback,
+        "without feedback CONGA cannot see the link: {no_feedback} B vs {with_acks} B"
+    );
+    assert!(
+        reverse_data * 2 < ecmp_both,
+        "CONGA with reverse data {reverse_data} B vs ECMP {ecmp_both} B"
+    );
+}
+
+#[test]
+fn conga_is_deterministic() {
+    let topo = leaf_spine(2, 4, 8);
+    let flows: Vec<FlowSpec> = (0..16)
+        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
+        .collect();
+    for feedback_on_acks in [false, true] {
+        let cfg = FabricConfig {
+            lb: LbConfig::Conga(CongaConfig {
+                feedback_on_acks,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let run = |seed| drain(&topo, cfg.clone(), flows.clone(), seed);
+        let (a, b) = (run(7), run(7));
+        assert_lossless_and_conserved(&a);
+        assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
+        assert_eq!(a.flows, b.flows);
+    }
+}
+
+/// Runs until every flow has finished (HULA's probes never stop, so the network never drains).
+fn until_done(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64) -> RunOutput {
+    let stop = StopRule {
+        at: Time::from_ms(100),
+        when_flows_done: true,
+    };
+    let out = Simulation::new(topo, cfg, flows, seed, stop)
+        .unwrap()
+        .run_to_end();
+    let s = &out.stats;
+    assert_eq!(s.packets_dropped, 0);
+    assert_eq!(s.flows_finished, s.flows_total);
+    let total: u64 = out.flows.iter().map(|f| f.size_bytes).sum();
+    assert_eq!(s.bytes_delivered, total);
+    out
+}
+
+#[test]
+fn hula_avoids_degraded_links_near_and_far_by_probed_utilization() {
+    // A slow (10 Gbps) link at the source leaf's uplink, then one at the destination leaf's
+    // downlink from spine 18. HULA's probes carry the maximum transmit utilization along each
+    // path (normalized by each link's rate), so the source leaf's best hop towards leaf 17
+    // avoids either; ECMP hashes a quarter of the flows onto it. Forcing the ECMP fallback in
+    // HULA makes it send as much as ECMP.
+    let hula = LbConfig::Hula(HulaConfig::default());
+    for (leaf, node, peer) in [(0, 16, 18), (1, 18, 17)] {
+        let topo = degraded(leaf, 0, Rate::gbps(10));
+        let run = |lb: LbConfig| {
+            let out = until_done(&topo, with_lb(lb), cross_leaf_flows(false), 9);
+            tx_bytes(&out, node, peer)
+        };
+        let ecmp = run(LbConfig::default());
+        let got = run(hula.clone());
+        eprintln!("bytes on the slow link {node}->{peer}: ecmp {ecmp}, hula {got}");
+        assert!(ecmp > 1_000_000, "{ecmp}");
+        assert!(got * 3 < ecmp, "HULA {got} B vs ECMP {ecmp} B");
+    }
+}
+
+#[test]
+fn hula_probes_cross_links_and_runs_are_deterministic() {
+    let topo = leaf_spine(2, 4, 8);
+    let flows: Vec<FlowSpec> = (0..16)
+        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
+        .collect();
+    let cfg = FabricConfig {
+        lb: LbConfig::Hula(HulaConfig::default()),
+        ..Default::default()
+    };
+    let run = |seed| until_done(&topo, cfg.clone(), flows.clone(), seed);
+    let (a, b) = (run(7), run(7));
+    assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
+    assert_eq!(a.flows, b.flows);
+    // Leaves (16, 17) probe each uplink every 10 us; spines send each probe on to the other
+    // leaf. Nothing goes to hosts.
+    let msgs = |node: u32, peer: u32| {
+        a.ports
+            .iter()
+            .find(|p| p.node == node && p.peer == peer)
+            .unwrap()
+            .lb_messages_sent
+    };
+    let end_us = a.stats.end_ps / 1_000_000;
+    for spine in 18..22 {
+        for leaf in [16, 17] {
+            let up = msgs(leaf, spine);
+            assert!(
+                up.abs_diff(end_us / 10 + 1) <= 1,
+                "{leaf}->{spine}: {up}, {end_us} us"
+            );
+            assert!(msgs(spine, leaf).abs_diff(up) <= 1);
+        }
+    }
+    assert!(a
+        .ports
+        .iter()
+        .filter(|p| !p.is_switch || p.peer < 16)
+        .all(|p| p.lb_messages_sent == 0));
+}
+
+#[test]
+fn hula_probe_replication_in_a_fat_tree_is_loop_free_and_bounded() {
+    // k = 4: 8 edge switches (ToRs). Per probe round a port carries at most one probe per
+    // other ToR (an aggregation switch's downlink: the other edge of its pod and the six
+    // remote ToRs). A replication loop or duplicate re-emission would exceed it.
+    let link = (Rate::gbps(100), Time::from_us(1));
+    let topo = Topology::fat_tree(4, link, link);
+    let cfg = with_lb(LbConfig::Hula(HulaConfig::default()));
+    let out = until_done(&topo, cfg, vec![flow(0, 4, 2_000_000, Time::ZERO)], 3);
+    let rounds = out.stats.end_ps / 10_000_000 + 1;
+    let max = out.ports.iter().map(|p| p.lb_messages_sent).max().unwrap();
+    assert!(
+        max <= 7 * rounds,
+        "{max} probes on a port in {rounds} rounds"
+    );
+    assert!(
+        max >= 7 * (rounds - 2),
+        "{max} probes on a port in {rounds} rounds"
+    );
+    // Edge uplinks carry only their own ToR's probe; nothing goes to hosts.
+    for p in out
+        .ports
+        .iter()
+        .filter(|p| (16..24).contains(&p.node) && p.peer >= 24)
+    {
+        assert!(p.lb_messages_sent.abs_diff(rounds) <= 1, "{p:?}");
+    }
+    assert!(out
+        .ports
+        .iter()
+        .filter(|p| p.peer < 16)
+        .all(|p| p.lb_messages_sent == 0));
 }

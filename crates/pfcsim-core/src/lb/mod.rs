@@ -12,12 +12,21 @@
 //!   (a real packet that is serialized and propagates on the link, in the strict-priority
 //!   control queue), or set a timer.
 //!
-//! Hooks: `choose` (a data packet needs an egress among equal-cost candidates), `on_dequeue`
+//! Hooks: `on_start` (once, at time zero), `choose` (a data packet needs an egress among
+//! equal-cost candidates), `on_dequeue`
 //! (a data packet leaves an egress queue; the scheme may stamp its `lb` header), `on_control`
 //! (a scheme message from a neighbour arrived) and `on_timer`. Data packets carry the
 //! [`LbHeader`] (a path tag chosen by a sender or source switch, and one scheme-defined
-//! field) and a hop count. Control packets (ACK, NACK, CNP, PFC) are never given to a scheme:
-//! switches route them with ECMP, as the RDMA references do.
+//! field) and a hop count. Control packets (ACK, NACK, CNP, PFC) are never routed by a scheme:
+//! switches route them with ECMP, as the RDMA references do. A scheme whose
+//! [`LbConfig::sees_acks`] is true (CONGA with `feedback_on_acks`) is also shown ACKs and
+//! NACKs in `on_dequeue`, to piggyback on them or read what they carry; for every other scheme
+//! the switch does not even test for it on the data path.
+//!
+//! What a scheme knows of the fabric is given once, at construction, in an [`LbFabric`]: the
+//! node count, and for schemes that ask ([`LbConfig::needs_fabric`]) the ToR of every host and
+//! the direction (up, down, host) of each of its ports, as a real switch is configured with
+//! its tunnel endpoints and port roles.
 //!
 //! Recirculation: with `[switch.loopback]` every switch has a loopback link whose two ends are
 //! two of its ports. `choose` may return `ctx.loopback` instead of a candidate; the packet is
@@ -25,9 +34,11 @@
 //! at the other end (`ctx.loopback + 1`, visible as `pkt.ingress_port`) to be routed again.
 //! A loopback egress does not count as a hop in `pkt.hop`.
 
+pub mod conga;
 pub mod drb;
 pub mod drill;
 pub mod ecmp;
+pub mod hula;
 pub mod letflow;
 #[cfg(test)]
 pub mod probe;
@@ -39,9 +50,11 @@ use crate::sim::PortState;
 use crate::units::Time;
 use serde::{Deserialize, Serialize};
 
+pub use conga::{Conga, CongaConfig};
 pub use drb::{Drb, DrbConfig, DrbOrder};
 pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
+pub use hula::{Hula, HulaConfig};
 pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
 pub use rps::{Rps, RpsConfig};
 
@@ -70,6 +83,45 @@ pub struct LbCtx<'a> {
     pub actions: &'a mut Vec<LbAction>,
 }
 
+/// Where a switch port leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortDir {
+    /// To a host: this switch is the host's ToR.
+    Host,
+    /// To a switch farther from the hosts (a leaf's uplink to a spine).
+    Up,
+    /// To a switch nearer the hosts (a spine's downlink to a leaf).
+    Down,
+    /// To a switch as far from the hosts as this one (irregular topologies only).
+    Flat,
+    /// One end of this switch's loopback link.
+    Loopback,
+}
+
+/// Marks "no ToR" in [`LbFabric::tor_of`].
+pub const NO_TOR: u32 = u32::MAX;
+
+/// What a scheme knows of the fabric when it is built for one switch.
+#[derive(Clone, Debug, Default)]
+pub struct LbFabric {
+    /// Node id of the switch.
+    pub node: u32,
+    /// Node ids are `0..nodes`.
+    pub nodes: u32,
+    /// Filled only if the scheme [`LbConfig::needs_fabric`] (empty otherwise):
+    /// `tor_of[n]` is the ToR index (`0..tors`, in node order) of the switch host `n` is
+    /// attached to, [`NO_TOR`] for switches.
+    pub tor_of: Vec<u32>,
+    /// Number of ToRs (switches with at least one host).
+    pub tors: u32,
+    /// This switch's ToR index, if hosts are attached to it.
+    pub my_tor: Option<u32>,
+    /// Direction of each local port, by hop distance to the nearest host.
+    pub port_dir: Vec<PortDir>,
+    /// Line rate of each local port, bits per second.
+    pub port_rate_bps: Vec<u64>,
+}
+
 /// The `[lb]` table of a spec: which scheme, with its parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "scheme", rename_all = "snake_case", deny_unknown_fields)]
@@ -85,6 +137,10 @@ pub enum LbConfig {
     LetFlow(LetFlowConfig),
     /// Per-packet least-loaded of d samples and m remembered egresses (DRILL).
     Drill(DrillConfig),
+    /// Congestion-aware flowlet placement at the source leaf with leaf-to-leaf feedback (CONGA).
+    Conga(CongaConfig),
+    /// Hop-by-hop flowlet routing on the best next hop learnt from utilization probes (HULA).
+    Hula(HulaConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -124,6 +180,16 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "per packet, the least-loaded egress queue among d random samples and m remembered",
             LbConfig::Drill(DrillConfig::default()),
         ),
+        (
+            "conga",
+            "flowlets placed by the source leaf on the least congested path (DRE utilization, max along the path, fed back leaf to leaf)",
+            LbConfig::Conga(CongaConfig::default()),
+        ),
+        (
+            "hula",
+            "flowlets routed hop by hop on the best next hop towards the destination ToR, learnt from periodic utilization probes",
+            LbConfig::Hula(HulaConfig::default()),
+        ),
     ]
 }
 
@@ -135,6 +201,8 @@ impl LbConfig {
             LbConfig::Drb(_) => "drb",
             LbConfig::LetFlow(_) => "letflow",
             LbConfig::Drill(_) => "drill",
+            LbConfig::Conga(_) => "conga",
+            LbConfig::Hula(_) => "hula",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
@@ -146,21 +214,38 @@ impl LbConfig {
         match self {
             LbConfig::LetFlow(c) => c.validate(),
             LbConfig::Drill(c) => c.validate(),
+            LbConfig::Conga(c) => c.validate(),
+            LbConfig::Hula(c) => c.validate(),
             _ => Ok(()),
         }
     }
 
-    /// The instance of the scheme for switch `node` of a fabric of `nodes` nodes (node ids
-    /// are `0..nodes`; schemes with per-destination state size their tables with it).
+    /// Whether instances need the ToR map and port directions of [`LbFabric`] (computing
+    /// them costs a pass over the fabric per switch, so other schemes skip it).
+    pub fn needs_fabric(&self) -> bool {
+        matches!(self, LbConfig::Conga(_) | LbConfig::Hula(_))
+    }
+
+    /// Whether switches show ACKs and NACKs to the scheme's `on_dequeue` (CONGA with
+    /// `feedback_on_acks`). False for every other scheme: their data path has no extra test.
+    pub fn sees_acks(&self) -> bool {
+        matches!(self, LbConfig::Conga(c) if c.feedback_on_acks)
+    }
+
+    /// The instance of the scheme for switch `fabric.node` (node ids are `0..fabric.nodes`;
+    /// schemes with per-destination state size their tables with it).
     ///
     /// Panics if the config is invalid ([`LbConfig::validate`]; specs are validated first).
-    pub fn instantiate(&self, node: u32, nodes: u32) -> SwitchLb {
+    pub fn instantiate(&self, fabric: &LbFabric) -> SwitchLb {
+        let (node, nodes) = (fabric.node, fabric.nodes);
         match self {
             LbConfig::Ecmp(c) => SwitchLb::Ecmp(Ecmp::new(c, node)),
             LbConfig::Rps(_) => SwitchLb::Rps(Rps),
             LbConfig::Drb(c) => SwitchLb::Drb(Drb::new(c, nodes)),
             LbConfig::LetFlow(c) => SwitchLb::LetFlow(LetFlow::new(c, node)),
             LbConfig::Drill(c) => SwitchLb::Drill(Drill::new(c, nodes)),
+            LbConfig::Conga(c) => SwitchLb::Conga(Box::new(Conga::new(c, fabric))),
+            LbConfig::Hula(c) => SwitchLb::Hula(Box::new(Hula::new(c, fabric))),
             #[cfg(test)]
             LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }
@@ -175,6 +260,8 @@ pub enum SwitchLb {
     Drb(Drb),
     LetFlow(LetFlow),
     Drill(Drill),
+    Conga(Box<Conga>),
+    Hula(Box<Hula>),
     #[cfg(test)]
     Probe(probe::Probe),
 }
@@ -190,19 +277,22 @@ impl SwitchLb {
             SwitchLb::Drb(s) => s.choose(ctx, pkt, candidates),
             SwitchLb::LetFlow(s) => s.choose(ctx, pkt, candidates),
             SwitchLb::Drill(s) => s.choose(ctx, pkt, candidates),
+            SwitchLb::Conga(s) => s.choose(ctx, pkt, candidates),
+            SwitchLb::Hula(s) => s.choose(ctx, pkt, candidates),
             #[cfg(test)]
             SwitchLb::Probe(s) => s.choose(ctx, pkt, candidates),
         }
     }
 
-    /// A data packet leaves egress `port`; the scheme may stamp its `lb` header.
+    /// A data packet (and, if the scheme [`LbConfig::sees_acks`], an ACK or NACK) leaves
+    /// egress `port`; the scheme may stamp its `lb` header.
     #[inline]
     pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
         match self {
             SwitchLb::LetFlow(s) => s.on_dequeue(port, pkt),
-            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) | SwitchLb::Drb(_) | SwitchLb::Drill(_) => {
-                let _ = (ctx, port, pkt);
-            }
+            SwitchLb::Conga(s) => s.on_dequeue(ctx, port, pkt),
+            SwitchLb::Hula(s) => s.on_dequeue(ctx, port, pkt),
+            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) | SwitchLb::Drb(_) | SwitchLb::Drill(_) => {}
             #[cfg(test)]
             SwitchLb::Probe(_) => {}
         }
@@ -211,7 +301,9 @@ impl SwitchLb {
     /// A scheme message from the neighbour on local port `port` arrived.
     pub fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
         match self {
-            SwitchLb::Ecmp(_)
+            SwitchLb::Hula(s) => s.on_control(ctx, port, header),
+            SwitchLb::Conga(_)
+            | SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
             | SwitchLb::Drb(_)
             | SwitchLb::LetFlow(_)
@@ -223,10 +315,22 @@ impl SwitchLb {
         }
     }
 
+    /// Called once per switch at time zero, before any event (periodic work starts here).
+    pub fn on_start(&mut self, ctx: &mut LbCtx) {
+        match self {
+            SwitchLb::Hula(s) => s.on_start(ctx),
+            _ => {
+                let _ = ctx;
+            }
+        }
+    }
+
     /// A timer set with [`LbAction::SetTimer`] fired.
     pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         match self {
-            SwitchLb::Ecmp(_)
+            SwitchLb::Hula(s) => s.on_timer(ctx, token),
+            SwitchLb::Conga(_)
+            | SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
             | SwitchLb::Drb(_)
             | SwitchLb::LetFlow(_)

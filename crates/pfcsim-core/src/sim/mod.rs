@@ -494,6 +494,7 @@ impl Simulation {
             sim.measure_from = f.spec.start;
             sim.events.schedule(f.spec.start, Event::FlowStart);
         }
+        sim.lb_start();
         Ok(sim)
     }
 

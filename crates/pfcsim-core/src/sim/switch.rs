@@ -11,7 +11,7 @@
 use super::{build_mmu, ecn_rng, switch_rng, PortState, SetupError, Simulation, CONTROL_PRIO};
 use super::{FabricConfig, N_PRIO};
 use crate::engine::{mix64, Rng};
-use crate::lb::{flow_hash, LbAction, LbCtx, SwitchLb};
+use crate::lb::{flow_hash, LbAction, LbCtx, LbFabric, PortDir, SwitchLb, NO_TOR};
 use crate::mmu::{Admission, Mmu};
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::units::{Bytes, Rate, Time};
@@ -150,6 +150,8 @@ pub(super) struct Switch {
     next_hops: Vec<u16>,
     pub(super) mmu: Mmu,
     lb: SwitchLb,
+    /// The scheme also sees ACKs and NACKs in `on_dequeue` (`LbConfig::sees_acks`).
+    lb_acks: bool,
     /// Salt of the ECMP hash used for control packets.
     control_salt: u64,
     /// Local index of the loopback egress (its other end is the next port), if any.
@@ -196,13 +198,17 @@ impl Switch {
                 set_aside,
             });
         }
+        let lb = cfg
+            .lb
+            .instantiate(&lb_fabric(node, &ports, adj, to_host, all_ports, cfg));
         Ok(Switch {
             node,
             ports,
             routes,
             next_hops,
             mmu,
-            lb: cfg.lb.instantiate(node, adj.len() as u32),
+            lb,
+            lb_acks: cfg.lb.sees_acks(),
             control_salt: mix64(node as u64 ^ 0x5eed),
             loopback: neighbours
                 .iter()
@@ -212,6 +218,73 @@ impl Switch {
             ecn_rng: ecn_rng(seed, node),
         })
     }
+}
+
+/// What the scheme of switch `node` is told about the fabric: always the node count; the
+/// ToR of every host and the direction of each of its ports only if the scheme asks for them.
+fn lb_fabric(
+    node: u32,
+    ports: &Range<u32>,
+    adj: &[Vec<(u32, usize)>],
+    to_host: &[Vec<u32>],
+    all_ports: &[PortState],
+    cfg: &FabricConfig,
+) -> LbFabric {
+    let mut f = LbFabric {
+        node,
+        nodes: adj.len() as u32,
+        ..Default::default()
+    };
+    if !cfg.lb.needs_fabric() {
+        return f;
+    }
+    // A host's port leads to its ToR; ToRs are numbered in node order.
+    let mut tor_index = vec![NO_TOR; adj.len()];
+    let mut host_tor = vec![NO_TOR; adj.len()];
+    for p in all_ports.iter().filter(|p| !p.rec.is_switch) {
+        host_tor[p.node as usize] = p.peer_node;
+        tor_index[p.peer_node as usize] = 0;
+    }
+    for t in tor_index.iter_mut().filter(|t| **t == 0) {
+        *t = f.tors;
+        f.tors += 1;
+    }
+    f.tor_of = host_tor
+        .iter()
+        .map(|&t| {
+            if t == NO_TOR {
+                NO_TOR
+            } else {
+                tor_index[t as usize]
+            }
+        })
+        .collect();
+    f.my_tor = Some(tor_index[node as usize]).filter(|&t| t != NO_TOR);
+    // Tier: hop distance to the nearest host.
+    let tier = |n: u32| to_host.iter().map(|d| d[n as usize]).min().unwrap_or(0);
+    let mine = tier(node);
+    f.port_dir = all_ports[ports.start as usize..ports.end as usize]
+        .iter()
+        .map(|p| {
+            let peer = p.peer_node;
+            if peer == node {
+                PortDir::Loopback
+            } else if host_tor[peer as usize] != NO_TOR {
+                PortDir::Host
+            } else {
+                match tier(peer).cmp(&mine) {
+                    std::cmp::Ordering::Greater => PortDir::Up,
+                    std::cmp::Ordering::Less => PortDir::Down,
+                    std::cmp::Ordering::Equal => PortDir::Flat,
+                }
+            }
+        })
+        .collect();
+    f.port_rate_bps = all_ports[ports.start as usize..ports.end as usize]
+        .iter()
+        .map(|p| p.rate.bps())
+        .collect();
+    f
 }
 
 impl Switch {
@@ -383,6 +456,11 @@ impl Simulation {
                 pkt.hop = pkt.hop.wrapping_add(1);
             }
             pkt.path_sig = (mix64(pkt.path_sig as u64 ^ (p as u64) << 32) >> 32) as u32;
+        } else if sw.lb_acks && matches!(pkt.kind, PacketKind::Ack | PacketKind::Nack) {
+            // Only for schemes that piggyback on ACKs (CONGA `feedback_on_acks`).
+            sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+                lb.on_dequeue(ctx, out_local, pkt)
+            });
         }
         self.start_tx(p, pid);
         if !self.lb_actions.is_empty() {
@@ -418,6 +496,20 @@ impl Simulation {
             }
         }
         self.lb_actions = actions;
+    }
+
+    /// Gives every switch's scheme its `on_start` call, at time zero, before any event runs
+    /// (HULA schedules its first probes there).
+    pub(super) fn lb_start(&mut self) {
+        for s in 0..self.switches.len() as u32 {
+            let sw = &mut self.switches[s as usize];
+            sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+                lb.on_start(ctx)
+            });
+            if !self.lb_actions.is_empty() {
+                self.apply_lb_actions(s);
+            }
+        }
     }
 
     /// A load balancer's timer fired.

@@ -1,0 +1,704 @@
+//! CONGA (Alizadeh et al., SIGCOMM'14): congestion-aware flowlet placement at the source leaf,
+//! with the congestion of each leaf-to-leaf path measured in the data plane and fed back.
+//!
+//! * Every switch keeps a DRE (discounting rate estimator) per fabric-facing egress: a register
+//!   `X` that grows by the wire bytes of each data packet sent and is multiplied by `1 - alpha`
+//!   every `t_dre` (at multiples of `t_dre` since time zero). Its quantized value,
+//!   `floor(8 X / (C tau) 2^q_bits)` with `tau = t_dre / alpha` and `C` the port's rate, is the
+//!   port's congestion metric (about `2^q_bits` at full utilization; not clamped, as in both
+//!   reference codes, but saturating at 255 in the 8-bit header field).
+//! * A data packet leaving its source leaf on an uplink gets the overlay fields: LBTag (the
+//!   uplink's index, in byte 0 of `path_tag`), CE = the uplink's metric, and one feedback entry
+//!   (FB_LBTag, FB_Metric) taken from the leaf's Congestion-From-Leaf table for the packet's
+//!   destination leaf. Every later fabric hop folds CE := max(CE, its egress metric).
+//! * Where the packet leaves the destination leaf towards the host (`on_dequeue` at a
+//!   host-facing egress, after it crossed the fabric), the leaf stores CE in
+//!   Congestion-From-Leaf[source leaf][LBTag] and the feedback in
+//!   Congestion-To-Leaf[source leaf][FB_LBTag].
+//! * The source leaf keeps a flowlet table (hash of the 5-tuple, as LetFlow); a new flowlet
+//!   takes the candidate uplink with the least max(local metric, Congestion-To-Leaf metric),
+//!   among `sampled_paths` consecutive candidates from a random offset, ties at random.
+//! * Table entries older than `aging` count as 0 (To-Leaf) or absent (From-Leaf).
+//!
+//! Feedback rides on reverse-direction data packets, and also on ACKs and NACKs if
+//! `feedback_on_acks` (switches then show them to `on_dequeue`). Not modelled: the overlay's
+//! header bytes (the fields ride in `LbHeader`, which costs no wire bytes), CONGA in more than
+//! two tiers (in a fat-tree the edge switch chooses its uplink and the upper tiers hash),
+//! spines' DRE counting control packets (DREs count data packets only, as conweave-ns3).
+//! Parameter defaults follow conweave-ns3, the RDMA reference; `docs/schemes/conga.md`
+//! compares the sources.
+
+use super::{flow_hash, LbCtx, LbFabric, PortDir, NO_TOR};
+use crate::engine::mix64;
+use crate::packet::{Packet, PacketKind};
+use crate::units::Time;
+use rand::Rng as _;
+use serde::{Deserialize, Serialize};
+
+/// CONGA parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CongaConfig {
+    /// DRE decrement period T_dre (default 50 us, as conweave-ns3; ns3-load-balance uses
+    /// 30 us at 10 Gbps). Valid: > 0.
+    pub t_dre: Time,
+    /// DRE decay factor: every `t_dre` the register is multiplied by `1 - alpha` (default 0.2,
+    /// as both reference codes). Valid: 0 < alpha <= 1.
+    pub alpha: f64,
+    /// Bits of the quantized congestion metric (default 3, as the paper and both codes).
+    /// Valid: 1..=8.
+    pub q_bits: u32,
+    /// A gap longer than this starts a new flowlet (default 100 us, as conweave-ns3; the paper
+    /// and ns3-load-balance's driver use 500 us at 10 Gbps). Valid: > 0.
+    pub flowlet_timeout: Time,
+    /// Remote metrics not refreshed for this long are forgotten (default 500 us, as
+    /// conweave-ns3; the paper and ns3-load-balance use 10 ms). Valid: > 0.
+    pub aging: Time,
+    /// Candidate uplinks compared per new flowlet: a window of this many consecutive
+    /// candidates from a random offset (default 4, as conweave-ns3; all candidates if there
+    /// are no more). Set it to 255 to compare all, as the paper and ns3-load-balance.
+    /// Valid: 1..=255.
+    pub sampled_paths: u32,
+    /// Piggyback feedback on ACKs and NACKs too, not only on reverse-direction data (default
+    /// false, as conweave-ns3, where RDMA ACKs bypass CONGA; the paper's overlay carries
+    /// feedback on every packet between two leaves, ACKs included).
+    pub feedback_on_acks: bool,
+    /// Entries of the source leaf's flowlet table (default 65,536, the table size of the CONGA
+    /// hardware design; the simulators use unbounded maps). Valid: 1..=16,777,216.
+    pub table_size: u32,
+}
+
+impl Default for CongaConfig {
+    fn default() -> Self {
+        CongaConfig {
+            t_dre: Time::from_us(50),
+            alpha: 0.2,
+            q_bits: 3,
+            flowlet_timeout: Time::from_us(100),
+            aging: Time::from_us(500),
+            sampled_paths: 4,
+            feedback_on_acks: false,
+            table_size: 65_536,
+        }
+    }
+}
+
+impl CongaConfig {
+    /// Checks the values; the message names the key under `[lb]` and the valid range.
+    pub fn validate(&self) -> Result<(), String> {
+        for (key, t, example) in [
+            ("t_dre", self.t_dre, "50us"),
+            ("flowlet_timeout", self.flowlet_timeout, "100us"),
+            ("aging", self.aging, "500us"),
+        ] {
+            if t == Time::ZERO {
+                return Err(format!(
+                    "lb.{key}: must be above 0; give a time such as \"{example}\" (valid: > 0s)"
+                ));
+            }
+        }
+        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
+            return Err(format!(
+                "lb.alpha: {} is out of range; use 0 < alpha <= 1 (CONGA default 0.2)",
+                self.alpha
+            ));
+        }
+        if !(1..=8).contains(&self.q_bits) {
+            return Err(format!(
+                "lb.q_bits: {} is out of range; use 1..=8 bits (CONGA default 3)",
+                self.q_bits
+            ));
+        }
+        if !(1..=255).contains(&self.sampled_paths) {
+            return Err(format!(
+                "lb.sampled_paths: {} is out of range; use 1..=255 paths (CONGA default 4)",
+                self.sampled_paths
+            ));
+        }
+        if !(1..=super::letflow::MAX_TABLE_SIZE).contains(&self.table_size) {
+            return Err(format!(
+                "lb.table_size: {} is out of range; use 1..={} entries (e.g. 65536)",
+                self.table_size,
+                super::letflow::MAX_TABLE_SIZE
+            ));
+        }
+        Ok(())
+    }
+}
+
+// `LbHeader.meta` of a data packet: bits 0..8 CE, 8..16 FB_Metric, 16..24 FB_LBTag + 1
+// (0: no feedback). ACKs carrying feedback use the same layout with CE = 0.
+const CE_MASK: u32 = 0xff;
+
+/// Packs CE and an optional feedback entry (LBTag, metric) into `meta`.
+pub fn pack_meta(ce: u8, feedback: Option<(u8, u8)>) -> u32 {
+    let fb = match feedback {
+        Some((tag, metric)) => (tag as u32 + 1) << 16 | (metric as u32) << 8,
+        None => 0,
+    };
+    fb | ce as u32
+}
+
+/// CE of a packed `meta`.
+pub fn meta_ce(meta: u32) -> u8 {
+    (meta & CE_MASK) as u8
+}
+
+/// Feedback entry (LBTag, metric) of a packed `meta`, if any.
+pub fn meta_feedback(meta: u32) -> Option<(u8, u8)> {
+    let tag = (meta >> 16) & 0xff;
+    (tag != 0).then(|| ((tag - 1) as u8, (meta >> 8) as u8))
+}
+
+/// A discounting rate estimator, decayed lazily: reading it at time `t` gives exactly what a
+/// timer multiplying it by `1 - alpha` at every multiple of `t_dre` would have left.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Dre {
+    /// Bytes (discounted).
+    x: f64,
+    /// Index of the last decrement period applied (`now / t_dre`).
+    epoch: u64,
+}
+
+impl Dre {
+    #[inline]
+    fn decay(&mut self, now: u64, t_dre: u64, keep: f64) {
+        let e = now / t_dre;
+        if e > self.epoch {
+            let k = e - self.epoch;
+            // (1 - alpha)^k underflows long before 4096 periods for any alpha >= 0.2.
+            self.x = if k > 4096 {
+                0.0
+            } else {
+                self.x * keep.powi(k as i32)
+            };
+            self.epoch = e;
+        }
+    }
+
+    /// The register's value at `now` (bytes).
+    pub fn value(&mut self, now: u64, t_dre: u64, keep: f64) -> f64 {
+        self.decay(now, t_dre, keep);
+        self.x
+    }
+}
+
+/// A remote metric with the time it was last written (`u64::MAX`: never).
+#[derive(Clone, Copy, Debug)]
+struct Remote {
+    metric: u8,
+    /// Not yet fed back since last written (From-Leaf only).
+    changed: bool,
+    stamp: u64,
+}
+
+const NEVER: Remote = Remote {
+    metric: 0,
+    changed: false,
+    stamp: u64::MAX,
+};
+
+/// One switch's CONGA state.
+#[derive(Clone, Debug)]
+pub struct Conga {
+    t_dre: u64,
+    keep: f64,
+    /// `8 * 2^q_bits / tau` in 1/s: metric = x * scale / rate_bps.
+    scale: f64,
+    timeout: u64,
+    aging: u64,
+    sampled: usize,
+    salt: u64,
+    tor_of: Vec<u32>,
+    my_tor: Option<u32>,
+    port_dir: Vec<PortDir>,
+    /// Line rate of each local port (bit/s), the `C` of the quantization.
+    rate_bps: Vec<f64>,
+    /// Per local port: its index among the uplinks (`u8::MAX`: not an uplink).
+    up_index: Vec<u8>,
+    /// Uplinks of this leaf (entries per leaf in the remote tables).
+    width: usize,
+    dre: Vec<Dre>,
+    /// `to_leaf[tor * width + uplink]`: congestion of my path via `uplink` to leaf `tor`.
+    to_leaf: Vec<Remote>,
+    /// `from_leaf[tor * width + tag]`: congestion of leaf `tor`'s path `tag` towards me.
+    from_leaf: Vec<Remote>,
+    /// Round-robin pointer of the feedback to each leaf.
+    fb_next: Vec<u8>,
+    /// Flowlet table as in LetFlow: bits 0..64 last packet time, 64..80 port + 1.
+    flowlets: Vec<u128>,
+}
+
+impl Conga {
+    pub fn new(cfg: &CongaConfig, fabric: &LbFabric) -> Conga {
+        if let Err(e) = cfg.validate() {
+            panic!("invalid [lb] config: {e}");
+        }
+        let tau_s = cfg.t_dre.as_secs_f64() / cfg.alpha;
+        let mut up_index = vec![u8::MAX; fabric.port_dir.len()];
+        let mut width = 0;
+        for (i, d) in fabric.port_dir.iter().enumerate() {
+            if *d == PortDir::Up && width < u8::MAX as usize - 1 {
+                up_index[i] = width as u8;
+                width += 1;
+            }
+        }
+        let is_leaf = fabric.my_tor.is_some();
+        let tables = if is_leaf {
+            fabric.tors as usize * width
+        } else {
+            0
+        };
+        Conga {
+            t_dre: cfg.t_dre.ps(),
+            keep: 1.0 - cfg.alpha,
+            scale: 8.0 * (1u64 << cfg.q_bits) as f64 / tau_s,
+            timeout: cfg.flowlet_timeout.ps(),
+            aging: cfg.aging.ps(),
+            sampled: cfg.sampled_paths as usize,
+            salt: mix64(fabric.node as u64 ^ 0xc0a9_a000),
+            tor_of: fabric.tor_of.clone(),
+            my_tor: fabric.my_tor,
+            port_dir: fabric.port_dir.clone(),
+            rate_bps: fabric.port_rate_bps.iter().map(|&r| r as f64).collect(),
+            up_index,
+            width,
+            dre: vec![Dre::default(); fabric.port_dir.len()],
+            to_leaf: vec![NEVER; tables],
+            from_leaf: vec![NEVER; tables],
+            fb_next: vec![0; if is_leaf { fabric.tors as usize } else { 0 }],
+            flowlets: if is_leaf {
+                vec![0u128; cfg.table_size as usize]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    #[inline]
+    fn tor(&self, node: u32) -> u32 {
+        self.tor_of.get(node as usize).copied().unwrap_or(NO_TOR)
+    }
+
+    #[inline]
+    fn fresh(&self, r: &Remote, now: u64) -> bool {
+        r.stamp != u64::MAX && now.saturating_sub(r.stamp) <= self.aging
+    }
+
+    /// Quantized congestion metric of local egress `port` at `now`.
+    fn local_metric(&mut self, now: u64, port: u16) -> u32 {
+        let x = self.dre[port as usize].value(now, self.t_dre, self.keep);
+        (x * self.scale / self.rate_bps[port as usize]) as u32
+    }
+
+    /// Congestion of the path to leaf `tor` via local `port`: the max of the local metric and
+    /// the fed-back remote one (0 once aged).
+    fn path_metric(&mut self, now: u64, tor: u32, port: u16) -> u32 {
+        let local = self.local_metric(now, port);
+        let up = self.up_index[port as usize];
+        if up == u8::MAX {
+            return local;
+        }
+        let r = self.to_leaf[tor as usize * self.width + up as usize];
+        let remote = if self.fresh(&r, now) {
+            r.metric as u32
+        } else {
+            0
+        };
+        local.max(remote)
+    }
+
+    #[inline]
+    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+        let dst_tor = self.tor(pkt.dst);
+        if self.my_tor.is_none() || dst_tor == NO_TOR || self.width == 0 {
+            // Not a source leaf (a spine, or an upper tier of a fat-tree): hash.
+            return candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize];
+        }
+        let now = ctx.now.ps();
+        let slot = (flow_hash(pkt, self.salt) % self.flowlets.len() as u64) as usize;
+        let entry = self.flowlets[slot];
+        let (last, stored) = (entry as u64, (entry >> 64) as u16);
+        let port =
+            if stored != 0 && now - last <= self.timeout && candidates.contains(&(stored - 1)) {
+                stored - 1
+            } else {
+                self.least_congested(ctx, dst_tor, candidates)
+            };
+        self.flowlets[slot] = now as u128 | ((port as u128 + 1) << 64);
+        port
+    }
+
+    /// The candidate with the least path metric among a window of `sampled` consecutive
+    /// candidates from a random offset (all if there are no more); ties at random.
+    fn least_congested(&mut self, ctx: &mut LbCtx, dst_tor: u32, candidates: &[u16]) -> u16 {
+        let n = candidates.len();
+        let k = self.sampled.min(n);
+        let start = if k < n { ctx.rng.gen_range(0..n) } else { 0 };
+        let (mut best, mut ties, mut choice) = (u32::MAX, 0u32, candidates[start]);
+        for i in 0..k {
+            let port = candidates[(start + i) % n];
+            let m = self.path_metric(ctx.now.ps(), dst_tor, port);
+            if m < best {
+                (best, ties, choice) = (m, 1, port);
+            } else if m == best {
+                ties += 1;
+                if ctx.rng.gen_range(0..ties) == 0 {
+                    choice = port;
+                }
+            }
+        }
+        choice
+    }
+
+    /// One feedback entry for leaf `tor`: round robin over its From-Leaf entries, preferring
+    /// those changed since they were last fed back (the paper, ns3-load-balance).
+    fn pick_feedback(&mut self, now: u64, tor: u32) -> Option<(u8, u8)> {
+        if tor == NO_TOR || self.width == 0 {
+            return None;
+        }
+        let base = tor as usize * self.width;
+        let start = self.fb_next[tor as usize] as usize;
+        let mut any = None;
+        let mut pick = None;
+        for i in 0..self.width {
+            let tag = (start + i) % self.width;
+            let r = self.from_leaf[base + tag];
+            if self.fresh(&r, now) {
+                if r.changed {
+                    pick = Some(tag);
+                    break;
+                }
+                any = any.or(Some(tag));
+            }
+        }
+        let tag = pick.or(any)?;
+        self.fb_next[tor as usize] = ((tag + 1) % self.width) as u8;
+        let r = &mut self.from_leaf[base + tag];
+        r.changed = false;
+        Some((tag as u8, r.metric))
+    }
+
+    /// Stores a feedback entry from leaf `tor` about my uplink `tag`.
+    fn store_feedback(&mut self, now: u64, tor: u32, (tag, metric): (u8, u8)) {
+        if tor != NO_TOR && (tag as usize) < self.width {
+            self.to_leaf[tor as usize * self.width + tag as usize] = Remote {
+                metric,
+                changed: false,
+                stamp: now,
+            };
+        }
+    }
+
+    #[inline]
+    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
+        let now = ctx.now.ps();
+        let dir = self.port_dir[port as usize];
+        let leaf = self.my_tor.is_some();
+        match (pkt.kind, dir) {
+            (PacketKind::Data, PortDir::Up | PortDir::Down | PortDir::Flat) => {
+                self.dre[port as usize].decay(now, self.t_dre, self.keep);
+                self.dre[port as usize].x += pkt.wire_bytes as f64;
+                let q = self.local_metric(now, port).min(255) as u8;
+                let up = self.up_index[port as usize];
+                if leaf && pkt.hop == 0 && up != u8::MAX {
+                    // Source leaf: LBTag, CE and one feedback entry for the destination leaf.
+                    let fb = self.pick_feedback(now, self.tor(pkt.dst));
+                    pkt.lb.meta = pack_meta(q, fb);
+                    pkt.lb.path_tag = (pkt.lb.path_tag & !0xff) | (up as u32 + 1);
+                } else {
+                    let ce = meta_ce(pkt.lb.meta).max(q);
+                    pkt.lb.meta = (pkt.lb.meta & !CE_MASK) | ce as u32;
+                }
+            }
+            (PacketKind::Data, PortDir::Host) if leaf && pkt.hop > 0 => {
+                // Destination leaf: the packet crossed the fabric.
+                let src_tor = self.tor(pkt.src);
+                let tag = (pkt.lb.path_tag & 0xff) as usize;
+                if src_tor != NO_TOR && tag != 0 && tag <= self.width {
+                    self.from_leaf[src_tor as usize * self.width + tag - 1] = Remote {
+                        metric: meta_ce(pkt.lb.meta),
+                        changed: true,
+                        stamp: now,
+                    };
+                }
+                if let Some(fb) = meta_feedback(pkt.lb.meta) {
+                    self.store_feedback(now, src_tor, fb);
+                }
+            }
+            (PacketKind::Ack | PacketKind::Nack, PortDir::Up) if leaf => {
+                let fb = self.pick_feedback(now, self.tor(pkt.dst));
+                pkt.lb.meta = pack_meta(0, fb);
+            }
+            (PacketKind::Ack | PacketKind::Nack, PortDir::Host) if leaf => {
+                if let Some(fb) = meta_feedback(pkt.lb.meta) {
+                    self.store_feedback(now, self.tor(pkt.src), fb);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{rng_stream, Rng, StreamKind};
+    use crate::lb::LbAction;
+
+    #[test]
+    fn dre_decays_geometrically_at_multiples_of_t_dre() {
+        let (t, keep) = (50_000_000u64, 0.8);
+        let mut d = Dre::default();
+        d.decay(10, t, keep);
+        d.x += 1000.0;
+        // Still in period 0: no decay yet.
+        assert_eq!(d.value(t - 1, t, keep), 1000.0);
+        // k periods later: x0 (1 - alpha)^k, whether read every period or once.
+        assert!((d.value(t, t, keep) - 800.0).abs() < 1e-9);
+        let mut e = d;
+        assert!((e.value(5 * t + 7, t, keep) - 1000.0 * 0.8f64.powi(5)).abs() < 1e-9);
+        for k in 2..=5 {
+            d.value(k * t, t, keep);
+        }
+        assert!((d.x - e.x).abs() < 1e-9);
+        // Long idle: back to zero.
+        assert_eq!(d.value(10_000 * t, t, keep), 0.0);
+    }
+
+    #[test]
+    fn meta_packs_ce_and_feedback() {
+        assert_eq!(meta_feedback(pack_meta(5, None)), None);
+        let m = pack_meta(200, Some((3, 7)));
+        assert_eq!((meta_ce(m), meta_feedback(m)), (200, Some((3, 7))));
+        let m = pack_meta(0, Some((0, 0)));
+        assert_eq!(meta_feedback(m), Some((0, 0)));
+    }
+
+    #[test]
+    fn validation_names_the_key_and_range() {
+        let bad = |c: CongaConfig| c.validate().unwrap_err();
+        assert!(bad(CongaConfig {
+            t_dre: Time::ZERO,
+            ..Default::default()
+        })
+        .starts_with("lb.t_dre: must be above 0"));
+        assert!(bad(CongaConfig {
+            aging: Time::ZERO,
+            ..Default::default()
+        })
+        .starts_with("lb.aging: must be above 0"));
+        assert_eq!(
+            bad(CongaConfig {
+                alpha: 1.5,
+                ..Default::default()
+            }),
+            "lb.alpha: 1.5 is out of range; use 0 < alpha <= 1 (CONGA default 0.2)"
+        );
+        assert_eq!(
+            bad(CongaConfig {
+                q_bits: 0,
+                ..Default::default()
+            }),
+            "lb.q_bits: 0 is out of range; use 1..=8 bits (CONGA default 3)"
+        );
+        assert!(bad(CongaConfig {
+            sampled_paths: 0,
+            ..Default::default()
+        })
+        .starts_with("lb.sampled_paths: 0 is out of range"));
+        assert!(CongaConfig::default().validate().is_ok());
+    }
+
+    /// A two-leaf, four-spine fabric seen from one leaf: hosts 0..2 under leaf 4 (ToR 0),
+    /// hosts 2..4 under leaf 5 (ToR 1); ports 0, 1 to hosts, 2..6 up to spines.
+    fn leaf_fabric(node: u32, my_tor: u32) -> LbFabric {
+        LbFabric {
+            node,
+            nodes: 10,
+            tor_of: vec![0, 0, 1, 1, NO_TOR, NO_TOR, NO_TOR, NO_TOR, NO_TOR, NO_TOR],
+            tors: 2,
+            my_tor: Some(my_tor),
+            port_dir: vec![
+                PortDir::Host,
+                PortDir::Host,
+                PortDir::Up,
+                PortDir::Up,
+                PortDir::Up,
+                PortDir::Up,
+            ],
+            port_rate_bps: vec![100_000_000_000; 6],
+        }
+    }
+
+    /// A spine: four downlinks.
+    fn spine_fabric() -> LbFabric {
+        LbFabric {
+            my_tor: None,
+            port_dir: vec![PortDir::Down; 4],
+            port_rate_bps: vec![100_000_000_000; 4],
+            ..leaf_fabric(6, 0)
+        }
+    }
+
+    struct World {
+        rng: Rng,
+        actions: Vec<LbAction>,
+    }
+
+    impl World {
+        fn new(_ports: usize) -> World {
+            World {
+                rng: rng_stream(3, StreamKind::Switch, 1),
+                actions: Vec::new(),
+            }
+        }
+        fn ctx(&mut self, now_ns: u64) -> LbCtx<'_> {
+            LbCtx {
+                now: Time::from_ns(now_ns),
+                node: 0,
+                ports: &[],
+                loopback: None,
+                rng: &mut self.rng,
+                actions: &mut self.actions,
+            }
+        }
+    }
+
+    fn data(src: u32, dst: u32, sport: u16) -> Packet {
+        let mut p = Packet::new(PacketKind::Data);
+        (p.src, p.dst, p.sport, p.dport, p.wire_bytes) = (src, dst, sport, 100, 1048);
+        p
+    }
+
+    /// 100 Gbps, tau = 250 us: 8 * 2^3 / (1e11 * 250e-6) = 2.56e-6 per byte.
+    fn bytes_for_metric(m: f64) -> u64 {
+        (m / 8.0 * 1e11 * 250e-6 / 8.0) as u64
+    }
+
+    #[test]
+    fn ce_is_the_max_along_the_path_and_the_source_leaf_stamps_tag_and_feedback() {
+        let cfg = CongaConfig::default();
+        let mut src = Conga::new(&cfg, &leaf_fabric(4, 0));
+        let mut spine = Conga::new(&cfg, &spine_fabric());
+        let mut w = World::new(6);
+        // Load spine port 1 to a metric of about 5: 5/8 of tau's worth of bytes at line rate.
+        spine.dre[1].x = bytes_for_metric(5.2) as f64;
+        let mut p = data(0, 2, 1);
+        src.on_dequeue(&mut w.ctx(0), 3, &mut p);
+        // Source leaf: LBTag = uplink index 1 (port 3) + 1 in byte 0, CE = its own metric (0),
+        // no feedback known yet.
+        assert_eq!(p.lb.path_tag & 0xff, 2);
+        assert_eq!((meta_ce(p.lb.meta), meta_feedback(p.lb.meta)), (0, None));
+        p.hop = 1;
+        spine.on_dequeue(&mut w.ctx(100), 1, &mut p);
+        assert_eq!(meta_ce(p.lb.meta), 5, "spine folds its larger metric");
+        // A hop with a smaller metric does not lower CE.
+        spine.on_dequeue(&mut w.ctx(200), 2, &mut p);
+        assert_eq!(meta_ce(p.lb.meta), 5);
+    }
+
+    #[test]
+    fn feedback_round_trip_steers_new_flowlets_and_ages_out() {
+        let cfg = CongaConfig::default();
+        let mut a = Conga::new(&cfg, &leaf_fabric(4, 0));
+        let mut b = Conga::new(&cfg, &leaf_fabric(5, 1));
+        let mut w = World::new(6);
+        // A packet from leaf A (host 0) to leaf B (host 2) went up A's uplink 2 (port 4) and
+        // arrived with CE 6: B records it.
+        let mut p = data(0, 2, 1);
+        a.on_dequeue(&mut w.ctx(0), 4, &mut p);
+        p.lb.meta = pack_meta(6, None);
+        p.hop = 2;
+        b.on_dequeue(&mut w.ctx(3_000), 0, &mut p);
+        // B's next packet to A (reverse data) carries the entry back: tag 2, metric 6.
+        let mut r = data(2, 0, 9);
+        b.on_dequeue(&mut w.ctx(4_000), 2, &mut r);
+        assert_eq!(meta_feedback(r.lb.meta), Some((2, 6)));
+        // Fed back once: the next packet falls back to round robin over fresh entries, which is
+        // the same (only) entry, now unchanged.
+        let mut r2 = data(2, 0, 9);
+        b.on_dequeue(&mut w.ctx(4_100), 2, &mut r2);
+        assert_eq!(meta_feedback(r2.lb.meta), Some((2, 6)));
+        // A receives it at its host-facing egress and stores it.
+        r.hop = 2;
+        a.on_dequeue(&mut w.ctx(7_000), 0, &mut r);
+        assert_eq!(a.to_leaf[a.width + 2].metric, 6);
+        // New flowlets from A to B now avoid uplink 2 (port 4); all others have metric 0.
+        let cands = [2u16, 3, 4, 5];
+        for s in 0..200 {
+            let port = a.choose(&mut w.ctx(8_000), &data(0, 2, 100 + s), &cands);
+            assert_ne!(port, 4);
+        }
+        // After the aging time the entry counts as 0 again and port 4 is chosen sometimes.
+        let later = 8_000 + 501_000;
+        let hits = (0..200)
+            .filter(|s| a.choose(&mut w.ctx(later), &data(0, 2, 1000 + s), &cands) == 4)
+            .count();
+        assert!(hits > 20, "{hits}");
+        // Aged From-Leaf entries are not fed back.
+        let mut r3 = data(2, 0, 9);
+        b.on_dequeue(&mut w.ctx(3_000 + 501_000), 2, &mut r3);
+        assert_eq!(meta_feedback(r3.lb.meta), None);
+    }
+
+    #[test]
+    fn feedback_prefers_changed_entries_in_round_robin() {
+        let cfg = CongaConfig::default();
+        let mut b = Conga::new(&cfg, &leaf_fabric(5, 1));
+        let mut w = World::new(6);
+        for (tag, ce) in [(1u32, 3u8), (3, 4)] {
+            let mut p = data(0, 2, 1);
+            p.lb.path_tag = tag + 1;
+            p.lb.meta = pack_meta(ce, None);
+            p.hop = 2;
+            b.on_dequeue(&mut w.ctx(0), 0, &mut p);
+        }
+        let fb = |b: &mut Conga, w: &mut World| {
+            let mut r = data(2, 0, 9);
+            b.on_dequeue(&mut w.ctx(30), 2, &mut r);
+            meta_feedback(r.lb.meta)
+        };
+        assert_eq!(fb(&mut b, &mut w), Some((1, 3)));
+        assert_eq!(fb(&mut b, &mut w), Some((3, 4)));
+        // Both fed back: plain round robin.
+        assert_eq!(fb(&mut b, &mut w), Some((1, 3)));
+        // Tag 1 changes: it goes next, ahead of tag 3, which the pointer reaches first.
+        let mut p = data(0, 2, 1);
+        (p.lb.path_tag, p.lb.meta, p.hop) = (2, pack_meta(7, None), 2);
+        b.on_dequeue(&mut w.ctx(20), 0, &mut p);
+        assert_eq!(fb(&mut b, &mut w), Some((1, 7)));
+        assert_eq!(fb(&mut b, &mut w), Some((3, 4)));
+    }
+
+    #[test]
+    fn flowlets_stick_and_local_congestion_is_avoided() {
+        let cfg = CongaConfig::default();
+        let mut a = Conga::new(&cfg, &leaf_fabric(4, 0));
+        let mut w = World::new(6);
+        // Uplink port 2 carries traffic: its metric is about 4; the others are idle.
+        a.dre[2].x = bytes_for_metric(4.5) as f64;
+        let cands = [2u16, 3, 4, 5];
+        for s in 0..100 {
+            assert_ne!(a.choose(&mut w.ctx(10), &data(0, 2, s), &cands), 2);
+        }
+        // A flowlet keeps its port while packets come within the timeout.
+        let first = a.choose(&mut w.ctx(20), &data(1, 3, 7), &cands);
+        a.dre[first as usize].x = bytes_for_metric(7.5) as f64;
+        for t in 1..50 {
+            assert_eq!(
+                a.choose(&mut w.ctx(20 + t * 1_000), &data(1, 3, 7), &cands),
+                first
+            );
+        }
+        // Spines (not a ToR) hash.
+        let mut s = Conga::new(&cfg, &spine_fabric());
+        let p = s.choose(&mut w.ctx(0), &data(0, 2, 1), &cands);
+        for t in 0..10 {
+            assert_eq!(
+                s.choose(&mut w.ctx(t * 1_000_000), &data(0, 2, 1), &cands),
+                p
+            );
+        }
+    }
+}
