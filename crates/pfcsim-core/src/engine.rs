@@ -106,6 +106,7 @@ pub enum StreamKind {
     Switch = 2,
     Topology = 3,
     Ecn = 4,
+    Fault = 5,
 }
 
 /// The random number generator used by every component.

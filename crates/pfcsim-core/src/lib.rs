@@ -14,6 +14,7 @@
 pub mod cdf;
 pub mod dcqcn;
 pub mod engine;
+pub mod faults;
 pub mod lb;
 pub mod metrics;
 pub mod mmu;
