@@ -42,13 +42,16 @@ pub const CONTROL_PRIO: u8 = 0;
 
 /// Congestion control run by the sender NICs.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+// Written as a table with `kind = "<variant>"` (see `crate::tagged`).
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CcConfig {
     /// DCQCN (Mellanox flavour).
     Dcqcn(DcqcnConfig),
     /// No congestion control: every flow sends at line rate.
     None,
 }
+
+crate::tagged::internally_tagged!(CcConfig, "kind");
 
 impl Default for CcConfig {
     fn default() -> Self {
