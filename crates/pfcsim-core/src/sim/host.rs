@@ -73,8 +73,9 @@ pub(super) struct Host {
     pub(super) node: u32,
     /// Global id of its single port.
     pub(super) port: u32,
-    /// Flows that have data ready to send, in round-robin order.
-    sending: Vec<u32>,
+    /// Flows that have data ready to send, in round-robin order, with what the NIC's scan
+    /// over them reads (so that the scan does not touch the flows' own state).
+    sending: Vec<Sending>,
     /// Where the next round-robin scan starts.
     rr: usize,
     /// Time of the pending pacing wake-up (`Time::MAX`: none).
@@ -103,6 +104,15 @@ impl Host {
             rto_at: Time::MAX,
         }
     }
+}
+
+/// An entry of a host's list of flows with data ready to send.
+#[derive(Clone, Copy, Debug)]
+struct Sending {
+    flow: u32,
+    priority: u8,
+    /// The flow's `next_avail` (kept equal to it).
+    next_avail: Time,
 }
 
 /// Sender, receiver and measurement state of one flow (queue pair).
@@ -266,7 +276,11 @@ impl Simulation {
         let flow = &mut self.flows[f as usize];
         if !flow.in_sending && flow.finished.is_none() {
             flow.in_sending = true;
-            self.hosts[h as usize].sending.push(f);
+            self.hosts[h as usize].sending.push(Sending {
+                flow: f,
+                priority: flow.spec.priority,
+                next_avail: flow.next_avail,
+            });
         }
     }
 
@@ -298,15 +312,15 @@ impl Simulation {
             } else {
                 start + k - n
             };
-            let f = host.sending[i];
-            let flow = &self.flows[f as usize];
-            if port.is_paused(flow.spec.priority) {
+            let entry = host.sending[i];
+            if port.is_paused(entry.priority) {
                 continue;
             }
-            if flow.next_avail > self.now {
-                earliest = earliest.min(flow.next_avail);
+            if entry.next_avail > self.now {
+                earliest = earliest.min(entry.next_avail);
                 continue;
             }
+            let f = entry.flow;
             host.rr = i + 1;
             self.send_data(h, i, f);
             return;
@@ -365,6 +379,7 @@ impl Simulation {
         flow.rec.packets_sent += 1;
         let pace = (pkt.wire_bytes as f64 * 8e12 / flow.rate_bps(&self.cfg.cc, now)).ceil() as u64;
         flow.next_avail = now + Time(pace);
+        self.hosts[h as usize].sending[i].next_avail = flow.next_avail;
         let done_sending = flow.snd_nxt >= flow.spec.size;
         self.arm_rto(f);
         if done_sending {
@@ -544,7 +559,11 @@ impl Simulation {
             host.active.swap_remove(i);
             if flow.in_sending {
                 flow.in_sending = false;
-                let i = host.sending.iter().position(|&x| x == f).expect("listed");
+                let i = host
+                    .sending
+                    .iter()
+                    .position(|x| x.flow == f)
+                    .expect("listed");
                 host.sending.remove(i);
                 if host.rr > i {
                     host.rr -= 1;

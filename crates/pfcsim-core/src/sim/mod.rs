@@ -118,8 +118,12 @@ struct PrioQueue {
 }
 
 /// Read-only view of a port, also handed to load balancers.
-#[repr(C)] // fields in order of use per packet, so a hop touches few cache lines
+///
+/// The fields a packet's hop touches come first, packed into the first three cache lines
+/// (checked by a test): a hop then touches few lines of its port.
+#[repr(C)]
 pub struct PortState {
+    // Line 1: the serializer and the queue totals.
     /// The serializer is busy until this time (the last packet started ends then).
     busy_until: Time,
     /// Time of the pending `TxDone` wake-up (`Time::MAX`: none). A `TxDone` at another time
@@ -130,6 +134,18 @@ pub struct PortState {
     queue_changed: Time,
     rate: Rate,
     delay: Time,
+    tx_packets: u64,
+    tx_bytes: u64,
+    // Line 2: the wire and the PFC frames.
+    in_flight: VecDeque<(Time, PacketId)>,
+    /// PFC frames waiting to go out; they go before anything else.
+    pfc_out: VecDeque<PacketId>,
+    // Line 3: who is at either end, the scheduler's bits, the queue statistics.
+    /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
+    queue_integral: u128,
+    /// The node owning this port, and the node at the far end of the link.
+    owner: NodeRef,
+    peer_ref: NodeRef,
     node: u32,
     peer: u32,
     /// Bit `q` set: the queue of priority `q` is not empty.
@@ -138,16 +154,11 @@ pub struct PortState {
     paused: u8,
     /// Data priority the round-robin tries first.
     rr_next: u8,
-    /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
-    queue_integral: u128,
-    tx_packets: u64,
-    tx_bytes: u64,
     peak_queue_bytes: u64,
-    /// RED parameters of this egress: (kmin, kmax, pmax).
-    ecn: (u64, u64, f64),
-    in_flight: VecDeque<(Time, PacketId)>,
-    /// PFC frames waiting to go out; they go before anything else.
-    pfc_out: VecDeque<PacketId>,
+    /// RED parameters of this egress: marking starts above `ecn_kmin` bytes (u64::MAX: off).
+    ecn_kmin: u64,
+    ecn_kmax: u64,
+    ecn_pmax: f64,
     prio: [PrioQueue; N_PRIO],
     paused_any_since: Time,
     peer_node: u32,
@@ -225,6 +236,12 @@ impl PortState {
             .packets
             .pop_front()
             .expect("dequeue from a non-empty queue");
+        // The next packet of this queue leaves at the earliest one serialization from now:
+        // start fetching it into the cache (a load whose value is not needed, so the
+        // processor does not wait for it).
+        if let Some(&next) = q.packets.front() {
+            std::hint::black_box(arena.get(next).wire_bytes);
+        }
         let pkt = arena.get_mut(pid);
         q.bytes -= pkt.wire_bytes as u64;
         if q.packets.is_empty() {
@@ -238,7 +255,7 @@ impl PortState {
 }
 
 /// Which node a node id is.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NodeRef {
     Host(u32),
     Switch(u32),
@@ -248,8 +265,9 @@ enum NodeRef {
 enum Event {
     /// `port`'s serializer frees up and the port has something waiting.
     TxDone(u32),
-    /// The head of `port`'s in-flight FIFO reaches the peer.
-    Arrival(u32),
+    /// The head of `port`'s in-flight FIFO, packet `pid`, reaches the peer. (The packet is
+    /// named so that it can be fetched from memory at once, while the port is.)
+    Arrival { port: u32, pid: PacketId },
     /// A host NIC's pacing wake-up.
     NicWake(u32),
     /// The next flow of the (start-ordered) flow table starts.
@@ -267,7 +285,7 @@ impl Event {
     fn code(self) -> u64 {
         match self {
             Event::TxDone(p) => 1 << 60 | p as u64,
-            Event::Arrival(p) => 2 << 60 | p as u64,
+            Event::Arrival { port, .. } => 2 << 60 | port as u64,
             Event::NicWake(h) => 3 << 60 | h as u64,
             Event::FlowStart => 4 << 60,
             Event::Rto(h) => 5 << 60 | h as u64,
@@ -310,7 +328,6 @@ pub struct Simulation {
     events_done: u64,
     arena: PacketArena,
     ports: Vec<PortState>,
-    node_ref: Vec<NodeRef>,
     /// `host_index[node]`: position of a host in `hosts` (u32::MAX for switches).
     host_index: Vec<u32>,
     switches: Vec<Switch>,
@@ -376,7 +393,10 @@ impl Simulation {
                     })
                     .expect("links appear at both ends");
                 let is_switch = topo.is_switch[node];
+                let (ecn_kmin, ecn_kmax, ecn_pmax) = cfg.switch.ecn.red_for(l.rate);
                 ports.push(PortState {
+                    owner: node_ref[node],
+                    peer_ref: node_ref[peer_node as usize],
                     node: node as u32,
                     peer: first_port[peer_node as usize] + peer_local as u32,
                     peer_node,
@@ -397,7 +417,9 @@ impl Simulation {
                     queue_integral: 0,
                     queue_changed: Time::ZERO,
                     in_flight: VecDeque::new(),
-                    ecn: cfg.switch.ecn.red_for(l.rate),
+                    ecn_kmin,
+                    ecn_kmax,
+                    ecn_pmax,
                     rec: PortRecord {
                         node: node as u32,
                         port: local as u16,
@@ -475,7 +497,6 @@ impl Simulation {
             events_done: 0,
             arena: PacketArena::default(),
             ports,
-            node_ref,
             host_index,
             switches,
             hosts,
@@ -544,7 +565,7 @@ impl Simulation {
     fn handle(&mut self, ev: Event) {
         match ev {
             Event::TxDone(p) => self.tx_done(p),
-            Event::Arrival(p) => self.arrival(p),
+            Event::Arrival { port, pid } => self.arrival(port, pid),
             Event::NicWake(h) => self.nic_wake(h),
             Event::FlowStart => self.flow_start(),
             Event::Rto(h) => self.rto_fired(h),
@@ -568,12 +589,12 @@ impl Simulation {
         let arrival = done + port.delay;
         port.in_flight.push_back((arrival, pid));
         if port.in_flight.len() == 1 {
-            self.events.schedule(arrival, Event::Arrival(p));
+            self.events
+                .schedule(arrival, Event::Arrival { port: p, pid });
         }
         let more = port.total_queue_bytes > 0
             || !port.pfc_out.is_empty()
-            || matches!(self.node_ref[port.node as usize],
-                NodeRef::Host(h) if !self.hosts[h as usize].is_idle());
+            || matches!(port.owner, NodeRef::Host(h) if !self.hosts[h as usize].is_idle());
         if more {
             port.wake_at = done;
             self.events.schedule(done, Event::TxDone(p));
@@ -590,22 +611,30 @@ impl Simulation {
         self.try_send(p);
     }
 
-    fn arrival(&mut self, p: u32) {
+    fn arrival(&mut self, p: u32, pid: PacketId) {
+        let kind = self.arena.get(pid).kind;
         let port = &mut self.ports[p as usize];
-        let (_, pid) = port
+        let (_, head) = port
             .in_flight
             .pop_front()
             .expect("Arrival with a packet in flight");
-        if let Some(&(next, _)) = port.in_flight.front() {
-            self.events.schedule(next, Event::Arrival(p));
+        debug_assert_eq!(head, pid);
+        if let Some(&(next, next_pid)) = port.in_flight.front() {
+            self.events.schedule(
+                next,
+                Event::Arrival {
+                    port: p,
+                    pid: next_pid,
+                },
+            );
         }
         let to = port.peer;
-        let kind = self.arena.get(pid).kind;
+        let peer = port.peer_ref;
         if matches!(kind, PacketKind::Pause | PacketKind::Resume) {
             self.receive_pfc(to, pid);
             return;
         }
-        match self.node_ref[self.ports[to as usize].node as usize] {
+        match peer {
             NodeRef::Switch(s) => self.switch_receive(s, to, pid),
             NodeRef::Host(h) => self.host_receive(h, pid),
         }
@@ -622,7 +651,8 @@ impl Simulation {
             }
             return;
         }
-        match self.node_ref[self.ports[p as usize].node as usize] {
+        let owner = port.owner;
+        match owner {
             NodeRef::Switch(s) => self.switch_dequeue(s, p),
             NodeRef::Host(h) => self.host_send(h),
         }
