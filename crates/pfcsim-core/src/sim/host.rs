@@ -538,6 +538,7 @@ impl Simulation {
     fn receive_ack(&mut self, h: u32, pkt: &Packet) {
         let now = self.now;
         let f = pkt.flow;
+        let n_flows = self.flows.len() as u64;
         let flow = &mut self.flows[f as usize];
         if flow.finished.is_some() {
             return;
@@ -554,6 +555,7 @@ impl Simulation {
         if flow.snd_una >= flow.spec.size {
             flow.finished = Some(now);
             self.flows_finished += 1;
+            self.all_finished = self.flows_finished == n_flows;
             let host = &mut self.hosts[h as usize];
             let i = host.active.iter().position(|&x| x == f).expect("active");
             host.active.swap_remove(i);

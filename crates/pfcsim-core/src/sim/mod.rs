@@ -114,6 +114,9 @@ struct PrioQueue {
     bytes: u64,
     /// Total time this priority has been paused, up to `paused_since` of a current pause.
     pause_clock: u64,
+    /// `pause_clock` in (wrapping) nanoseconds, as packets carry it: kept so that the
+    /// division is done once per pause, not at every enqueue and dequeue.
+    pause_clock_ns: u32,
     paused_since: Time,
 }
 
@@ -212,7 +215,11 @@ impl PortState {
     /// The pause clock in (wrapping) nanoseconds, as packets carry it.
     #[inline]
     fn pause_clock_ns(&self, prio: u8, now: Time) -> u32 {
-        (self.pause_clock(prio, now) / 1_000) as u32
+        if self.is_paused(prio) {
+            (self.pause_clock(prio, now) / 1_000) as u32
+        } else {
+            self.prio[prio as usize].pause_clock_ns
+        }
     }
 
     #[inline]
@@ -335,6 +342,8 @@ pub struct Simulation {
     flows: Vec<FlowState>,
     next_flow: usize,
     flows_finished: u64,
+    /// Every flow has finished (`flows_finished` reached the number of flows).
+    all_finished: bool,
     cfg: FabricConfig,
     stop: StopRule,
     /// Start of the first flow: time averages are taken from here.
@@ -503,6 +512,7 @@ impl Simulation {
             flows,
             next_flow: 0,
             flows_finished: 0,
+            all_finished: false,
             cfg,
             stop,
             measure_from: Time::ZERO,
@@ -550,7 +560,7 @@ impl Simulation {
                 interrupted = true;
                 break;
             }
-            if self.stop.when_flows_done && self.flows_finished == self.flows.len() as u64 {
+            if self.stop.when_flows_done && self.all_finished {
                 break;
             }
         }
@@ -681,6 +691,7 @@ impl Simulation {
                 if port.paused & bit != 0 {
                     let pq = &mut port.prio[q];
                     pq.pause_clock += (now - pq.paused_since).ps();
+                    pq.pause_clock_ns = (pq.pause_clock / 1_000) as u32;
                     port.paused &= !bit;
                     if port.paused == 0 {
                         port.rec.paused_time_ps += (now - port.paused_any_since).ps();
