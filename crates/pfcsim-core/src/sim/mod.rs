@@ -243,12 +243,6 @@ impl PortState {
             .packets
             .pop_front()
             .expect("dequeue from a non-empty queue");
-        // The next packet of this queue leaves at the earliest one serialization from now:
-        // start fetching it into the cache (a load whose value is not needed, so the
-        // processor does not wait for it).
-        if let Some(&next) = q.packets.front() {
-            std::hint::black_box(arena.get(next).wire_bytes);
-        }
         let pkt = arena.get_mut(pid);
         q.bytes -= pkt.wire_bytes as u64;
         if q.packets.is_empty() {
