@@ -25,14 +25,16 @@ const N_SLOTS: usize = 1 << 12;
 /// exactly `(time, insertion order)`. Nearly every event of a packet simulation (a link's
 /// propagation, a serialization) lands in the wheel, so a push and a pop are a few
 /// instructions. A slot is a linked list through one pool of nodes whose freed nodes are
-/// reused first, so the wheel's memory stays small (the pool has as many nodes as events were
-/// ever pending at once) and the queue allocates nothing more once it has reached its peak.
+/// reused last-freed first (from a stack of their indices, so that taking one does not read a
+/// node freed long ago), so the wheel's memory stays small (the pool has as many nodes as
+/// events were ever pending at once) and the queue allocates nothing more once it has reached
+/// its peak.
 pub struct EventQueue<E> {
     /// First node of every slot's list (`NIL`: empty).
     heads: Vec<u32>,
     nodes: Vec<Node<E>>,
-    /// First node of the list of free nodes.
-    free: u32,
+    /// Free nodes, the last freed on top.
+    free: Vec<u32>,
     /// Bit `i % 64` of word `i / 64` set: slot `i` is not empty.
     occupied: Vec<u64>,
     /// Slot number (`time >> SLOT_BITS`) of the last popped event.
@@ -89,7 +91,7 @@ impl<E> Default for EventQueue<E> {
         EventQueue {
             heads: vec![NIL; N_SLOTS],
             nodes: Vec::new(),
-            free: NIL,
+            free: Vec::new(),
             occupied: vec![0; N_SLOTS / 64],
             cursor: 0,
             near: 0,
@@ -120,9 +122,7 @@ impl<E: Copy> EventQueue<E> {
                 entry,
                 next: self.heads[i],
             };
-            let n = if self.free != NIL {
-                let n = self.free;
-                self.free = self.nodes[n as usize].next;
+            let n = if let Some(n) = self.free.pop() {
                 self.nodes[n as usize] = node;
                 n
             } else {
@@ -189,8 +189,7 @@ impl<E: Copy> EventQueue<E> {
                 } else {
                     self.nodes[prev as usize].next = next;
                 }
-                self.nodes[n as usize].next = self.free;
-                self.free = n;
+                self.free.push(n);
                 self.near -= 1;
                 let e = &self.nodes[n as usize].entry;
                 Entry {
