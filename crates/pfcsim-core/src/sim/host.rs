@@ -116,35 +116,36 @@ struct Sending {
 }
 
 /// Sender, receiver and measurement state of one flow (queue pair).
+#[repr(C)] // what a packet sent, received or acknowledged touches comes first, together
 pub(crate) struct FlowState {
-    pub(super) spec: FlowSpec,
-    id: u32,
-    sport: u16,
-    ideal_fct: Time,
-    // Sender.
+    // Sender (with the flow's spec and DCQCN state: every packet sent and every ACK).
     snd_nxt: u64,
     snd_una: u64,
     /// Highest byte ever sent (bytes below it that are sent again are retransmissions).
     high_sent: u64,
     next_avail: Time,
-    in_sending: bool,
-    finished: Option<Time>,
     /// When the retransmission timer expires if nothing is sent or acknowledged before.
     rto_deadline: Time,
-    line_rate: Rate,
-    cc: Option<Dcqcn>,
     /// Reading of the host port's pause clock at the QP's last transmission.
     pause_mark: u64,
-    // Receiver.
+    line_rate: Rate,
+    id: u32,
+    sport: u16,
+    in_sending: bool,
+    finished: Option<Time>,
+    pub(super) spec: FlowSpec,
+    cc: Option<Dcqcn>,
+    // Receiver (every data packet received).
     expected: u64,
     last_nack: u64,
     nack_allowed_at: Time,
     unacked_packets: u32,
     unacked_ce: bool,
+    last_path: u32,
+    paths: [u32; 8],
     // Measurements.
     rec: FlowRecord,
-    paths: [u32; 8],
-    last_path: u32,
+    ideal_fct: Time,
 }
 
 impl FlowState {
