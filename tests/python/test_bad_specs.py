@@ -44,19 +44,20 @@ BAD_SPECS = [
     (
         "number without unit",
         TINY_TOML.replace('duration = "1ms"', "duration = 1"),
-        "spec.toml (line 11): traffic[0]: 1 has no unit; write it as a string with a unit, a "
-        'time such as "2us"',
+        "spec.toml (line 15): traffic[0].duration: 1 has no unit; write it as a string with a "
+        'unit, a time such as "2us"',
     ),
     (
         "wrong unit",
         TINY_TOML.replace('host_link = { rate = "100Gbps"', 'host_link = { rate = "100GB"'),
-        "spec.toml (line 3): topology: '100GB' has unknown rate unit 'GB'; use one of bps, "
-        'Kbps, Mbps, Gbps, Tbps (e.g. "100Gbps")',
+        "spec.toml (line 8): topology.host_link.rate: '100GB' has unknown rate unit 'GB'; use "
+        'one of bps, Kbps, Mbps, Gbps, Tbps (e.g. "100Gbps")',
     ),
     (
         "zero rate",
         TINY_TOML.replace('fabric_link = { rate = "100Gbps"', 'fabric_link = { rate = "0Gbps"'),
-        "spec.toml (line 3): topology: '0Gbps' is a zero rate; a rate must be positive",
+        "spec.toml (line 9): topology.fabric_link.rate: '0Gbps' is a zero rate; a rate must be "
+        "positive",
     ),
     (
         "load 0",
@@ -101,6 +102,23 @@ BAD_SPECS = [
         "DRILL with too much memory",
         TINY_TOML + '\n[lb]\nscheme = "drill"\nm = 9\n',
         "spec.toml: lb.m: 9 is out of range; use 0..=8 remembered ports (DRILL default 1)",
+    ),
+    (
+        "bad scheme parameter",
+        TINY_TOML + '\n[lb]\nscheme = "ecmp"\nsalt = "x"\n',
+        'spec.toml (line 19): lb.salt: invalid type: string "x", expected u64',
+    ),
+    (
+        "unknown traffic key",
+        TINY_TOML.replace("load = 0.3", "lod = 0.3"),
+        "spec.toml (line 14): traffic[0].lod: unknown field `lod`, expected one of `cdf`, "
+        "`load`, `load_of`, `start`, `duration`, `cross_tor_only`, `priority`",
+    ),
+    (
+        "unknown traffic kind",
+        TINY_TOML.replace('"poisson"', '"poison"'),
+        "spec.toml (line 12): traffic[0].kind: unknown variant `poison`, expected one of "
+        "`poisson`, `incast`, `background`, `scripted`, `flow_file`",
     ),
     (
         "unknown workload",

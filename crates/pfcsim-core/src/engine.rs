@@ -8,85 +8,211 @@ use crate::units::Time;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+/// Width of a wheel slot: 2^10 ps (about 1 ns).
+const SLOT_BITS: u32 = 10;
+/// Slots in the wheel: it covers 2^12 ns (about 4.2 us) from the current slot on.
+const N_SLOTS: usize = 1 << 12;
+
 /// Priority queue of events of type `E`, popped in `(time, insertion order)`.
 ///
-/// A radix heap: the key of an event is `time << 64 | seq`, unique and never below the key
-/// last popped (events are never scheduled in the past), so an event is filed in the bucket
-/// of the highest bit in which its key differs from the last popped key. Pushing is O(1);
-/// popping refiles the smallest non-empty bucket when bucket 0 is empty, and every event is
-/// refiled at most a few times. The buckets keep their capacity, so a queue that has reached
-/// its peak size allocates nothing more.
+/// A timing wheel for the near future plus a binary heap for the rest. The wheel has
+/// `N_SLOTS` slots of `2^SLOT_BITS` ps; an event whose slot number (`time >> SLOT_BITS`) lies
+/// within `N_SLOTS` of the current one (that of the last popped event) is filed, unsorted, in
+/// the slot of that number modulo `N_SLOTS`; a later one goes to the heap (`far`), where it
+/// stays until popped. A pop takes the earliest event of the first non-empty slot (found with
+/// an occupancy bitmask; a slot holds a handful of events) and compares it with the head of
+/// the heap, both by `(time, seq)`, `seq` counting the `schedule` calls: so the order is
+/// exactly `(time, insertion order)`. Nearly every event of a packet simulation (a link's
+/// propagation, a serialization) lands in the wheel, so a push and a pop are a few
+/// instructions. A slot is a linked list through one pool of nodes whose freed nodes are
+/// reused last-freed first (from a stack of their indices, so that taking one does not read a
+/// node freed long ago), so the wheel's memory stays small (the pool has as many nodes as
+/// events were ever pending at once) and the queue allocates nothing more once it has reached
+/// its peak.
 pub struct EventQueue<E> {
-    buckets: Vec<Vec<(u128, E)>>,
-    /// Bit `i` set: bucket `i` is not empty.
-    occupied: [u64; 3],
-    last: u128,
-    len: usize,
+    /// First node of every slot's list (`NIL`: empty).
+    heads: Vec<u32>,
+    nodes: Vec<Node<E>>,
+    /// Free nodes, the last freed on top.
+    free: Vec<u32>,
+    /// Bit `i % 64` of word `i / 64` set: slot `i` is not empty.
+    occupied: Vec<u64>,
+    /// Slot number (`time >> SLOT_BITS`) of the last popped event.
+    cursor: u64,
+    near: usize,
+    far: std::collections::BinaryHeap<std::cmp::Reverse<Entry<E>>>,
     next_seq: u64,
+    /// Key of the last popped event (to check that nothing is scheduled in the past).
+    last: (u64, u64),
+}
+
+/// No node.
+const NIL: u32 = u32::MAX;
+
+/// A wheel event and the next one of its slot's list.
+struct Node<E> {
+    entry: Entry<E>,
+    next: u32,
+}
+
+/// An event with its key.
+struct Entry<E> {
+    time: u64,
+    seq: u64,
+    event: E,
+}
+
+impl<E> Entry<E> {
+    #[inline]
+    fn key(&self) -> (u64, u64) {
+        (self.time, self.seq)
+    }
+}
+
+impl<E> PartialEq for Entry<E> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl<E> Eq for Entry<E> {}
+impl<E> PartialOrd for Entry<E> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<E> Ord for Entry<E> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
 }
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
-            buckets: (0..=128).map(|_| Vec::new()).collect(),
-            occupied: [0; 3],
-            last: 0,
-            len: 0,
+            heads: vec![NIL; N_SLOTS],
+            nodes: Vec::new(),
+            free: Vec::new(),
+            occupied: vec![0; N_SLOTS / 64],
+            cursor: 0,
+            near: 0,
+            far: std::collections::BinaryHeap::new(),
             next_seq: 0,
+            last: (0, 0),
         }
     }
 }
 
-impl<E> EventQueue<E> {
-    #[inline]
-    fn bucket(&self, key: u128) -> usize {
-        128 - (key ^ self.last).leading_zeros() as usize
-    }
-
+impl<E: Copy> EventQueue<E> {
     /// Schedules `event` at `time`; ties with already-scheduled events run after them.
     /// `time` must not be before the last popped event's time.
     #[inline]
     pub fn schedule(&mut self, time: Time, event: E) {
-        let key = (time.0 as u128) << 64 | self.next_seq as u128;
-        debug_assert!(key > self.last || self.len == 0 && self.next_seq == 0);
+        let seq = self.next_seq;
         self.next_seq += 1;
-        let b = self.bucket(key);
-        self.buckets[b].push((key, event));
-        self.occupied[b / 64] |= 1 << (b % 64);
-        self.len += 1;
+        debug_assert!((time.0, seq) > self.last || seq == 0);
+        let entry = Entry {
+            time: time.0,
+            seq,
+            event,
+        };
+        let slot = time.0 >> SLOT_BITS;
+        if slot - self.cursor < N_SLOTS as u64 {
+            let i = slot as usize % N_SLOTS;
+            let node = Node {
+                entry,
+                next: self.heads[i],
+            };
+            let n = if let Some(n) = self.free.pop() {
+                self.nodes[n as usize] = node;
+                n
+            } else {
+                self.nodes.push(node);
+                self.nodes.len() as u32 - 1
+            };
+            self.heads[i] = n;
+            self.occupied[i / 64] |= 1 << (i % 64);
+            self.near += 1;
+        } else {
+            self.far.push(std::cmp::Reverse(entry));
+        }
+    }
+
+    /// The first non-empty slot at or after the cursor, if the wheel holds anything.
+    #[inline]
+    fn first_slot(&self) -> Option<usize> {
+        if self.near == 0 {
+            return None;
+        }
+        let start = self.cursor as usize % N_SLOTS;
+        let (w0, b0) = (start / 64, start % 64);
+        let head = self.occupied[w0] & (u64::MAX << b0);
+        if head != 0 {
+            return Some(w0 * 64 + head.trailing_zeros() as usize);
+        }
+        let words = N_SLOTS / 64;
+        for k in 1..=words {
+            let w = (w0 + k) % words;
+            let bits = self.occupied[w];
+            if bits != 0 {
+                return Some(w * 64 + bits.trailing_zeros() as usize);
+            }
+        }
+        unreachable!("near > 0 with no occupied slot")
     }
 
     /// Removes and returns the earliest event.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        if self.occupied[0] & 1 == 0 {
-            let word = self.occupied.iter().position(|&w| w != 0)?;
-            let i = word * 64 + self.occupied[word].trailing_zeros() as usize;
-            let mut moving = std::mem::take(&mut self.buckets[i]);
-            self.occupied[word] &= !(1 << (i % 64));
-            self.last = moving.iter().map(|&(k, _)| k).min().expect("non-empty");
-            for (key, event) in moving.drain(..) {
-                let b = self.bucket(key);
-                self.buckets[b].push((key, event));
-                self.occupied[b / 64] |= 1 << (b % 64);
+        // The earliest node of the first non-empty slot, and the node before it in the list.
+        let near = self.first_slot().map(|i| {
+            let (mut best, mut best_prev) = (self.heads[i], NIL);
+            let (mut prev, mut n) = (best, self.nodes[best as usize].next);
+            while n != NIL {
+                let node = &self.nodes[n as usize];
+                if node.entry.key() < self.nodes[best as usize].entry.key() {
+                    (best, best_prev) = (n, prev);
+                }
+                (prev, n) = (n, node.next);
             }
-            // Give the emptied bucket its storage back.
-            self.buckets[i] = moving;
-        }
-        let (key, event) = self.buckets[0].pop()?;
-        if self.buckets[0].is_empty() {
-            self.occupied[0] &= !1;
-        }
-        self.len -= 1;
-        Some((Time((key >> 64) as u64), event))
+            (i, best, best_prev)
+        });
+        let entry = match (near, self.far.peek()) {
+            (Some((i, n, prev)), far)
+                if far.map_or(true, |f| self.nodes[n as usize].entry.key() < f.0.key()) =>
+            {
+                let next = self.nodes[n as usize].next;
+                if prev == NIL {
+                    self.heads[i] = next;
+                    if next == NIL {
+                        self.occupied[i / 64] &= !(1 << (i % 64));
+                    }
+                } else {
+                    self.nodes[prev as usize].next = next;
+                }
+                self.free.push(n);
+                self.near -= 1;
+                let e = &self.nodes[n as usize].entry;
+                Entry {
+                    time: e.time,
+                    seq: e.seq,
+                    event: e.event,
+                }
+            }
+            (_, Some(_)) => self.far.pop().expect("peeked").0,
+            (None, None) => return None,
+            (Some(_), None) => unreachable!("matched by the first arm"),
+        };
+        self.cursor = entry.time >> SLOT_BITS;
+        self.last = entry.key();
+        Some((Time(entry.time), entry.event))
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.near + self.far.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 }
 
@@ -175,6 +301,47 @@ mod tests {
         }
         reference.sort();
         // Everything comes out, in (time, insertion) order within what was pending.
+        let mut sorted = popped.clone();
+        sorted.sort();
+        assert_eq!(sorted, reference);
+        assert!(popped
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1)));
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn near_and_far_events_interleave_in_order() {
+        // Events beyond the wheel, at its edge, in the same slot, and at the same time.
+        let span = (N_SLOTS as u64) << SLOT_BITS;
+        let mut rng = rng_stream(3, StreamKind::Traffic, 1);
+        let mut q = EventQueue::default();
+        let mut reference = Vec::new();
+        let mut now = 0u64;
+        let mut seq = 0u32;
+        let mut popped = Vec::new();
+        for _ in 0..50_000 {
+            if rng.gen_bool(0.5) {
+                let delta = match rng.gen_range(0..6) {
+                    0 => 0,
+                    1 => rng.gen_range(0..1024),
+                    2 => span - 1024 + rng.gen_range(0..2048),
+                    3 => rng.gen_range(0..4 * span),
+                    4 => rng.gen_range(0..1_000_000_000),
+                    _ => rng.gen_range(0..span),
+                };
+                q.schedule(Time(now + delta), seq);
+                reference.push((now + delta, seq));
+                seq += 1;
+            } else if let Some((t, e)) = q.pop() {
+                now = t.0;
+                popped.push((t.0, e));
+            }
+        }
+        while let Some((t, e)) = q.pop() {
+            popped.push((t.0, e));
+        }
+        reference.sort();
         let mut sorted = popped.clone();
         sorted.sort();
         assert_eq!(sorted, reference);

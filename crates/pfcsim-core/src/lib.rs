@@ -24,6 +24,7 @@ pub mod packet;
 pub mod run;
 pub mod sim;
 pub mod spec;
+mod tagged;
 pub mod topology;
 pub mod traffic;
 pub mod units;

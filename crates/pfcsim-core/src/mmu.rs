@@ -127,6 +127,7 @@ impl Mmu {
         if over_threshold && (!self.pfc || q.hdrm + size > self.headroom[port]) {
             return Admission::Drop;
         }
+        let mut threshold_after = threshold;
         if n <= self.reserve {
             q.ingress = n;
         } else if self.pfc && over_threshold {
@@ -134,9 +135,10 @@ impl Mmu {
         } else {
             self.shared_used += size.min(n - self.reserve);
             q.ingress = n;
+            // Charging the shared pool lowers the threshold: read it again.
+            threshold_after = self.threshold();
         }
-        // The threshold is read again: charging the shared pool lowers it.
-        let pause = self.pfc && !q.paused && (q.hdrm > 0 || self.shared_of(&q) >= self.threshold());
+        let pause = self.pfc && !q.paused && (q.hdrm > 0 || self.shared_of(&q) >= threshold_after);
         q.paused |= pause;
         self.queues[i] = q;
         Admission::Accept { pause }

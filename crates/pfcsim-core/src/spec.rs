@@ -4,8 +4,8 @@
 //! Reading a spec rejects, before anything runs: unknown keys (with the valid ones listed),
 //! values without or with wrong units, impossible values, unknown schemes and workloads.
 //! Every message names the file (and line, for syntax and type errors), then the key path of
-//! the offending value as deep as it can be traced (inside the tagged tables `[topology]`,
-//! `[cc]`, `[lb]` and `[[traffic]]` type errors name the table), then what would be valid.
+//! the offending value (inside the tagged tables `[topology]`, `[cc]`, `[lb]` and
+//! `[[traffic]]` too, see `crate::tagged`), then what would be valid.
 //! [`Spec::resolved_toml`] gives the spec with every default filled in; it is saved next to
 //! every result.
 
@@ -125,7 +125,8 @@ pub struct Degrade {
 
 /// `[topology]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+// Written as a table with `kind = "<variant>"` (see `crate::tagged`).
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
 pub enum TopologySpec {
     LeafSpine {
         leaves: u32,
@@ -149,22 +150,31 @@ pub enum TopologySpec {
     Ns3File { path: String },
 }
 
+crate::tagged::internally_tagged!(TopologySpec, "kind");
+
 impl Spec {
     /// Reads and validates a spec from TOML text. `origin` names it in messages.
     pub fn from_toml(text: &str, origin: &str) -> Result<Spec, SpecError> {
         let de = toml::Deserializer::new(text);
         let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
+            let mut path = e.path().to_string();
             let inner = e.into_inner();
-            let msg = inner.message().to_string();
-            let location = inner
-                .span()
-                .map(|s| {
-                    let line = text[..s.start].matches('\n').count() + 1;
+            let mut msg = inner.message().trim_end().to_string();
+            let mut offset = inner.span().map(|s| s.start);
+            // An error inside a tagged table carries its key path inside the table and the
+            // position of its key.
+            if let Some((rest, at, located)) = crate::tagged::split_located(&msg) {
+                path = crate::tagged::join(&path, rest);
+                offset = at.or(offset);
+                msg = located.to_string();
+            }
+            let location = offset
+                .filter(|&o| o <= text.len())
+                .map(|o| {
+                    let line = text[..o].matches('\n').count() + 1;
                     format!(" (line {line})")
                 })
                 .unwrap_or_default();
-            let msg = msg.trim_end().to_string();
             SpecError {
                 message: if path == "." || path.is_empty() {
                     format!("{origin}{location}: {msg}")
@@ -620,6 +630,94 @@ mod tests {
             let resolved = spec.resolved_toml();
             assert_eq!(Spec::from_toml(&resolved, "r.toml").unwrap(), spec);
         }
+    }
+
+    #[test]
+    fn errors_inside_tagged_tables_name_the_full_key_path() {
+        // A bad unit in a traffic entry: the key, its line, the value and what is valid.
+        let e = error_of(&MINIMAL.replace("duration = \"1ms\"", "duration = 1"));
+        assert_eq!(
+            e,
+            "s.toml (line 14): traffic[0].duration: 1 has no unit; write it as a string with a unit, a time such as \"2us\""
+        );
+        // Nested inside the topology table (an inline table).
+        let e = error_of(&MINIMAL.replace(
+            "rate = \"100Gbps\", delay = \"1us\" }\n        fabric",
+            "rate = \"100GB\", delay = \"1us\" }\n        fabric",
+        ));
+        assert!(
+            e.starts_with(
+                "s.toml (line 7): topology.host_link.rate: '100GB' has unknown rate unit 'GB'"
+            ),
+            "{e}"
+        );
+        // A scheme's parameter, in the second traffic entry, and in [cc].
+        let e = error_of(&format!(
+            "{MINIMAL}\n[lb]\nscheme = \"ecmp\"\nsalt = \"x\"\n"
+        ));
+        assert!(
+            e.starts_with("s.toml (line 18): lb.salt: invalid type: string \"x\", expected u64"),
+            "{e}"
+        );
+        let e = error_of(&format!(
+            "{MINIMAL}\n[[traffic]]\nkind = \"incast\"\nreceiver = 0\nsenders = 2\ntotal_size = \"1MB\"\nperiod = \"3\"\n"
+        ));
+        assert!(
+            e.starts_with("s.toml (line 21): traffic[1].period: '3' has no time unit"),
+            "{e}"
+        );
+        let e = error_of(&format!(
+            "{MINIMAL}\n[cc]\nkind = \"dcqcn\"\nmin_rate = 5\n"
+        ));
+        assert!(
+            e.starts_with("s.toml (line 18): cc.min_rate: 5 has no unit"),
+            "{e}"
+        );
+        // Unknown keys inside a variant, including one of a variant without parameters.
+        let e = error_of(&format!("{MINIMAL}\n[cc]\nkind = \"none\"\ng = 0.5\n"));
+        assert_eq!(
+            e,
+            "s.toml (line 18): cc.g: unknown field `g`, there are no fields"
+        );
+        let e = error_of(&MINIMAL.replace("load = 0.3", "lod = 0.3"));
+        assert!(e.starts_with("s.toml (line 13): traffic[0].lod: unknown field `lod`, expected one of `cdf`, `load`"), "{e}");
+        let e = error_of(&MINIMAL.replace("leaves = 2", "leafs = 2"));
+        assert!(
+            e.starts_with(
+                "s.toml (line 4): topology.leafs: unknown field `leafs`, expected one of `leaves`"
+            ),
+            "{e}"
+        );
+        // Deeper: an element of a list inside a variant.
+        let e = error_of(&format!(
+            "{MINIMAL}\n[[traffic]]\nkind = \"background\"\npairs = [[0, 1], [2, \"x\"]]\nsize = \"1MB\"\n"
+        ));
+        assert!(e.starts_with("s.toml (line 18): traffic[1].pairs[1][1]: invalid type: string \"x\", expected u32"), "{e}");
+        // Unknown and missing tags, and missing fields of a variant.
+        let e = error_of(&MINIMAL.replace("\"poisson\"", "\"poison\""));
+        assert!(e.starts_with("s.toml (line 11): traffic[0].kind: unknown variant `poison`, expected one of `poisson`, `incast`"), "{e}");
+        let e = error_of(&MINIMAL.replace("kind = \"poisson\"", ""));
+        assert_eq!(e, "s.toml (line 10): traffic[0]: missing field `kind`");
+        let e = error_of(&MINIMAL.replace("duration = \"1ms\"", ""));
+        assert_eq!(e, "s.toml (line 10): traffic[0]: missing field `duration`");
+    }
+
+    #[test]
+    fn tagged_tables_are_written_tag_first_and_read_back() {
+        let text = format!("{MINIMAL}\n[cc]\nkind = \"none\"\n[lb]\nscheme = \"rps\"\n");
+        let spec = Spec::from_toml(&text, "s.toml").unwrap();
+        let resolved = spec.resolved_toml();
+        for table in [
+            "[topology]\nkind = \"leaf_spine\"\nleaves = 2",
+            "[cc]\nkind = \"none\"\n",
+            "[lb]\nscheme = \"rps\"\n",
+            "[[traffic]]\nkind = \"poisson\"\ncdf = \"web_search\"",
+        ] {
+            assert!(resolved.contains(table), "{table} missing in:\n{resolved}");
+        }
+        assert_eq!(Spec::from_toml(&resolved, "r.toml").unwrap(), spec);
+        let lb = toml::to_string(&LbConfig::default()).unwrap();
+        assert!(lb.starts_with("scheme = \"ecmp\"\n"), "{lb}");
     }
 
     #[test]

@@ -39,7 +39,8 @@ pub enum LoadOf {
 
 /// One `[[traffic]]` table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+// Written as a table with `kind = "<variant>"` (see `crate::tagged`).
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
 pub enum TrafficSpec {
     Poisson(PoissonSpec),
     Incast(IncastSpec),
@@ -47,6 +48,8 @@ pub enum TrafficSpec {
     Scripted(ScriptedSpec),
     FlowFile(FlowFileSpec),
 }
+
+crate::tagged::internally_tagged!(TrafficSpec, "kind");
 
 fn default_priority() -> u8 {
     3

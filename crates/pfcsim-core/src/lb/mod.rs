@@ -124,7 +124,8 @@ pub struct LbFabric {
 
 /// The `[lb]` table of a spec: which scheme, with its parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "scheme", rename_all = "snake_case", deny_unknown_fields)]
+// Written as a table with `scheme = "<variant>"` (see `crate::tagged`).
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
 pub enum LbConfig {
     /// Per-flow hashing of the 5-tuple with a per-switch salt.
     Ecmp(EcmpConfig),
@@ -145,6 +146,8 @@ pub enum LbConfig {
     #[cfg(test)]
     Probe(probe::ProbeConfig),
 }
+
+crate::tagged::internally_tagged!(LbConfig, "scheme");
 
 impl Default for LbConfig {
     fn default() -> Self {

@@ -73,8 +73,9 @@ pub(super) struct Host {
     pub(super) node: u32,
     /// Global id of its single port.
     pub(super) port: u32,
-    /// Flows that have data ready to send, in round-robin order.
-    sending: Vec<u32>,
+    /// Flows that have data ready to send, in round-robin order, with what the NIC's scan
+    /// over them reads (so that the scan does not touch the flows' own state).
+    sending: Vec<Sending>,
     /// Where the next round-robin scan starts.
     rr: usize,
     /// Time of the pending pacing wake-up (`Time::MAX`: none).
@@ -105,36 +106,46 @@ impl Host {
     }
 }
 
+/// An entry of a host's list of flows with data ready to send.
+#[derive(Clone, Copy, Debug)]
+struct Sending {
+    flow: u32,
+    priority: u8,
+    /// The flow's `next_avail` (kept equal to it).
+    next_avail: Time,
+}
+
 /// Sender, receiver and measurement state of one flow (queue pair).
+#[repr(C)] // what a packet sent, received or acknowledged touches comes first, together
 pub(crate) struct FlowState {
-    pub(super) spec: FlowSpec,
-    id: u32,
-    sport: u16,
-    ideal_fct: Time,
-    // Sender.
+    // Sender (with the flow's spec and DCQCN state: every packet sent and every ACK).
     snd_nxt: u64,
     snd_una: u64,
     /// Highest byte ever sent (bytes below it that are sent again are retransmissions).
     high_sent: u64,
     next_avail: Time,
-    in_sending: bool,
-    finished: Option<Time>,
     /// When the retransmission timer expires if nothing is sent or acknowledged before.
     rto_deadline: Time,
-    line_rate: Rate,
-    cc: Option<Dcqcn>,
     /// Reading of the host port's pause clock at the QP's last transmission.
     pause_mark: u64,
-    // Receiver.
+    line_rate: Rate,
+    id: u32,
+    sport: u16,
+    in_sending: bool,
+    finished: Option<Time>,
+    pub(super) spec: FlowSpec,
+    cc: Option<Dcqcn>,
+    // Receiver (every data packet received).
     expected: u64,
     last_nack: u64,
     nack_allowed_at: Time,
     unacked_packets: u32,
     unacked_ce: bool,
+    last_path: u32,
+    paths: [u32; 8],
     // Measurements.
     rec: FlowRecord,
-    paths: [u32; 8],
-    last_path: u32,
+    ideal_fct: Time,
 }
 
 impl FlowState {
@@ -266,7 +277,11 @@ impl Simulation {
         let flow = &mut self.flows[f as usize];
         if !flow.in_sending && flow.finished.is_none() {
             flow.in_sending = true;
-            self.hosts[h as usize].sending.push(f);
+            self.hosts[h as usize].sending.push(Sending {
+                flow: f,
+                priority: flow.spec.priority,
+                next_avail: flow.next_avail,
+            });
         }
     }
 
@@ -298,15 +313,15 @@ impl Simulation {
             } else {
                 start + k - n
             };
-            let f = host.sending[i];
-            let flow = &self.flows[f as usize];
-            if port.is_paused(flow.spec.priority) {
+            let entry = host.sending[i];
+            if port.is_paused(entry.priority) {
                 continue;
             }
-            if flow.next_avail > self.now {
-                earliest = earliest.min(flow.next_avail);
+            if entry.next_avail > self.now {
+                earliest = earliest.min(entry.next_avail);
                 continue;
             }
+            let f = entry.flow;
             host.rr = i + 1;
             self.send_data(h, i, f);
             return;
@@ -365,6 +380,7 @@ impl Simulation {
         flow.rec.packets_sent += 1;
         let pace = (pkt.wire_bytes as f64 * 8e12 / flow.rate_bps(&self.cfg.cc, now)).ceil() as u64;
         flow.next_avail = now + Time(pace);
+        self.hosts[h as usize].sending[i].next_avail = flow.next_avail;
         let done_sending = flow.snd_nxt >= flow.spec.size;
         self.arm_rto(f);
         if done_sending {
@@ -523,6 +539,7 @@ impl Simulation {
     fn receive_ack(&mut self, h: u32, pkt: &Packet) {
         let now = self.now;
         let f = pkt.flow;
+        let n_flows = self.flows.len() as u64;
         let flow = &mut self.flows[f as usize];
         if flow.finished.is_some() {
             return;
@@ -539,12 +556,17 @@ impl Simulation {
         if flow.snd_una >= flow.spec.size {
             flow.finished = Some(now);
             self.flows_finished += 1;
+            self.all_finished = self.flows_finished == n_flows;
             let host = &mut self.hosts[h as usize];
             let i = host.active.iter().position(|&x| x == f).expect("active");
             host.active.swap_remove(i);
             if flow.in_sending {
                 flow.in_sending = false;
-                let i = host.sending.iter().position(|&x| x == f).expect("listed");
+                let i = host
+                    .sending
+                    .iter()
+                    .position(|x| x.flow == f)
+                    .expect("listed");
                 host.sending.remove(i);
                 if host.rr > i {
                     host.rr -= 1;

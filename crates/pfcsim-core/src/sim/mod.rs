@@ -42,13 +42,16 @@ pub const CONTROL_PRIO: u8 = 0;
 
 /// Congestion control run by the sender NICs.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+// Written as a table with `kind = "<variant>"` (see `crate::tagged`).
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CcConfig {
     /// DCQCN (Mellanox flavour).
     Dcqcn(DcqcnConfig),
     /// No congestion control: every flow sends at line rate.
     None,
 }
+
+crate::tagged::internally_tagged!(CcConfig, "kind");
 
 impl Default for CcConfig {
     fn default() -> Self {
@@ -111,12 +114,19 @@ struct PrioQueue {
     bytes: u64,
     /// Total time this priority has been paused, up to `paused_since` of a current pause.
     pause_clock: u64,
+    /// `pause_clock` in (wrapping) nanoseconds, as packets carry it: kept so that the
+    /// division is done once per pause, not at every enqueue and dequeue.
+    pause_clock_ns: u32,
     paused_since: Time,
 }
 
 /// Read-only view of a port, also handed to load balancers.
-#[repr(C)] // fields in order of use per packet, so a hop touches few cache lines
+///
+/// The fields a packet's hop touches come first, packed into the first three cache lines
+/// (checked by a test): a hop then touches few lines of its port.
+#[repr(C)]
 pub struct PortState {
+    // Line 1: the serializer and the queue totals.
     /// The serializer is busy until this time (the last packet started ends then).
     busy_until: Time,
     /// Time of the pending `TxDone` wake-up (`Time::MAX`: none). A `TxDone` at another time
@@ -127,6 +137,18 @@ pub struct PortState {
     queue_changed: Time,
     rate: Rate,
     delay: Time,
+    tx_packets: u64,
+    tx_bytes: u64,
+    // Line 2: the wire and the PFC frames.
+    in_flight: VecDeque<(Time, PacketId)>,
+    /// PFC frames waiting to go out; they go before anything else.
+    pfc_out: VecDeque<PacketId>,
+    // Line 3: who is at either end, the scheduler's bits, the queue statistics.
+    /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
+    queue_integral: u128,
+    /// The node owning this port, and the node at the far end of the link.
+    owner: NodeRef,
+    peer_ref: NodeRef,
     node: u32,
     peer: u32,
     /// Bit `q` set: the queue of priority `q` is not empty.
@@ -135,16 +157,11 @@ pub struct PortState {
     paused: u8,
     /// Data priority the round-robin tries first.
     rr_next: u8,
-    /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
-    queue_integral: u128,
-    tx_packets: u64,
-    tx_bytes: u64,
     peak_queue_bytes: u64,
-    /// RED parameters of this egress: (kmin, kmax, pmax).
-    ecn: (u64, u64, f64),
-    in_flight: VecDeque<(Time, PacketId)>,
-    /// PFC frames waiting to go out; they go before anything else.
-    pfc_out: VecDeque<PacketId>,
+    /// RED parameters of this egress: marking starts above `ecn_kmin` bytes (u64::MAX: off).
+    ecn_kmin: u64,
+    ecn_kmax: u64,
+    ecn_pmax: f64,
     prio: [PrioQueue; N_PRIO],
     paused_any_since: Time,
     peer_node: u32,
@@ -198,7 +215,11 @@ impl PortState {
     /// The pause clock in (wrapping) nanoseconds, as packets carry it.
     #[inline]
     fn pause_clock_ns(&self, prio: u8, now: Time) -> u32 {
-        (self.pause_clock(prio, now) / 1_000) as u32
+        if self.is_paused(prio) {
+            (self.pause_clock(prio, now) / 1_000) as u32
+        } else {
+            self.prio[prio as usize].pause_clock_ns
+        }
     }
 
     #[inline]
@@ -235,7 +256,7 @@ impl PortState {
 }
 
 /// Which node a node id is.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NodeRef {
     Host(u32),
     Switch(u32),
@@ -245,8 +266,9 @@ enum NodeRef {
 enum Event {
     /// `port`'s serializer frees up and the port has something waiting.
     TxDone(u32),
-    /// The head of `port`'s in-flight FIFO reaches the peer.
-    Arrival(u32),
+    /// The head of `port`'s in-flight FIFO, packet `pid`, reaches the peer. (The packet is
+    /// named so that it can be fetched from memory at once, while the port is.)
+    Arrival { port: u32, pid: PacketId },
     /// A host NIC's pacing wake-up.
     NicWake(u32),
     /// The next flow of the (start-ordered) flow table starts.
@@ -264,7 +286,7 @@ impl Event {
     fn code(self) -> u64 {
         match self {
             Event::TxDone(p) => 1 << 60 | p as u64,
-            Event::Arrival(p) => 2 << 60 | p as u64,
+            Event::Arrival { port, .. } => 2 << 60 | port as u64,
             Event::NicWake(h) => 3 << 60 | h as u64,
             Event::FlowStart => 4 << 60,
             Event::Rto(h) => 5 << 60 | h as u64,
@@ -307,7 +329,6 @@ pub struct Simulation {
     events_done: u64,
     arena: PacketArena,
     ports: Vec<PortState>,
-    node_ref: Vec<NodeRef>,
     /// `host_index[node]`: position of a host in `hosts` (u32::MAX for switches).
     host_index: Vec<u32>,
     switches: Vec<Switch>,
@@ -315,6 +336,8 @@ pub struct Simulation {
     flows: Vec<FlowState>,
     next_flow: usize,
     flows_finished: u64,
+    /// Every flow has finished (`flows_finished` reached the number of flows).
+    all_finished: bool,
     cfg: FabricConfig,
     stop: StopRule,
     /// Start of the first flow: time averages are taken from here.
@@ -373,7 +396,10 @@ impl Simulation {
                     })
                     .expect("links appear at both ends");
                 let is_switch = topo.is_switch[node];
+                let (ecn_kmin, ecn_kmax, ecn_pmax) = cfg.switch.ecn.red_for(l.rate);
                 ports.push(PortState {
+                    owner: node_ref[node],
+                    peer_ref: node_ref[peer_node as usize],
                     node: node as u32,
                     peer: first_port[peer_node as usize] + peer_local as u32,
                     peer_node,
@@ -394,7 +420,9 @@ impl Simulation {
                     queue_integral: 0,
                     queue_changed: Time::ZERO,
                     in_flight: VecDeque::new(),
-                    ecn: cfg.switch.ecn.red_for(l.rate),
+                    ecn_kmin,
+                    ecn_kmax,
+                    ecn_pmax,
                     rec: PortRecord {
                         node: node as u32,
                         port: local as u16,
@@ -472,13 +500,13 @@ impl Simulation {
             events_done: 0,
             arena: PacketArena::default(),
             ports,
-            node_ref,
             host_index,
             switches,
             hosts,
             flows,
             next_flow: 0,
             flows_finished: 0,
+            all_finished: false,
             cfg,
             stop,
             measure_from: Time::ZERO,
@@ -527,7 +555,7 @@ impl Simulation {
                 interrupted = true;
                 break;
             }
-            if self.stop.when_flows_done && self.flows_finished == self.flows.len() as u64 {
+            if self.stop.when_flows_done && self.all_finished {
                 break;
             }
         }
@@ -542,7 +570,7 @@ impl Simulation {
     fn handle(&mut self, ev: Event) {
         match ev {
             Event::TxDone(p) => self.tx_done(p),
-            Event::Arrival(p) => self.arrival(p),
+            Event::Arrival { port, pid } => self.arrival(port, pid),
             Event::NicWake(h) => self.nic_wake(h),
             Event::FlowStart => self.flow_start(),
             Event::Rto(h) => self.rto_fired(h),
@@ -566,12 +594,12 @@ impl Simulation {
         let arrival = done + port.delay;
         port.in_flight.push_back((arrival, pid));
         if port.in_flight.len() == 1 {
-            self.events.schedule(arrival, Event::Arrival(p));
+            self.events
+                .schedule(arrival, Event::Arrival { port: p, pid });
         }
         let more = port.total_queue_bytes > 0
             || !port.pfc_out.is_empty()
-            || matches!(self.node_ref[port.node as usize],
-                NodeRef::Host(h) if !self.hosts[h as usize].is_idle());
+            || matches!(port.owner, NodeRef::Host(h) if !self.hosts[h as usize].is_idle());
         if more {
             port.wake_at = done;
             self.events.schedule(done, Event::TxDone(p));
@@ -588,22 +616,30 @@ impl Simulation {
         self.try_send(p);
     }
 
-    fn arrival(&mut self, p: u32) {
+    fn arrival(&mut self, p: u32, pid: PacketId) {
+        let kind = self.arena.get(pid).kind;
         let port = &mut self.ports[p as usize];
-        let (_, pid) = port
+        let (_, head) = port
             .in_flight
             .pop_front()
             .expect("Arrival with a packet in flight");
-        if let Some(&(next, _)) = port.in_flight.front() {
-            self.events.schedule(next, Event::Arrival(p));
+        debug_assert_eq!(head, pid);
+        if let Some(&(next, next_pid)) = port.in_flight.front() {
+            self.events.schedule(
+                next,
+                Event::Arrival {
+                    port: p,
+                    pid: next_pid,
+                },
+            );
         }
         let to = port.peer;
-        let kind = self.arena.get(pid).kind;
+        let peer = port.peer_ref;
         if matches!(kind, PacketKind::Pause | PacketKind::Resume) {
             self.receive_pfc(to, pid);
             return;
         }
-        match self.node_ref[self.ports[to as usize].node as usize] {
+        match peer {
             NodeRef::Switch(s) => self.switch_receive(s, to, pid),
             NodeRef::Host(h) => self.host_receive(h, pid),
         }
@@ -620,7 +656,8 @@ impl Simulation {
             }
             return;
         }
-        match self.node_ref[self.ports[p as usize].node as usize] {
+        let owner = port.owner;
+        match owner {
             NodeRef::Switch(s) => self.switch_dequeue(s, p),
             NodeRef::Host(h) => self.host_send(h),
         }
@@ -649,6 +686,7 @@ impl Simulation {
                 if port.paused & bit != 0 {
                     let pq = &mut port.prio[q];
                     pq.pause_clock += (now - pq.paused_since).ps();
+                    pq.pause_clock_ns = (pq.pause_clock / 1_000) as u32;
                     port.paused &= !bit;
                     if port.paused == 0 {
                         port.rec.paused_time_ps += (now - port.paused_any_since).ps();

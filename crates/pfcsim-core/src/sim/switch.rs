@@ -423,7 +423,7 @@ impl Simulation {
             q
         };
         let pid = port.dequeue(prio, &mut self.arena, now);
-        let (kmin, kmax, pmax) = port.ecn;
+        let (kmin, kmax, pmax) = (port.ecn_kmin, port.ecn_kmax, port.ecn_pmax);
         let queue_after = port.queue_bytes(prio);
         let sw = &mut self.switches[s as usize];
         let out_local = (p - sw.ports.start) as u16;

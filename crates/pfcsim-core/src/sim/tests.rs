@@ -79,3 +79,10 @@ fn recirculation_timers_and_messages_work_end_to_end() {
     let total: u64 = out.ports.iter().map(|p| p.lb_messages_sent).sum();
     assert_eq!(total, 2);
 }
+
+#[test]
+fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {
+    assert_eq!(std::mem::offset_of!(PortState, in_flight), 64);
+    assert_eq!(std::mem::offset_of!(PortState, queue_integral), 128);
+    assert!(std::mem::offset_of!(PortState, ecn_kmin) + 8 <= 192);
+}
