@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 /// One `[[faults]]` entry of a spec.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FaultSpec {
     /// A switch-to-switch link goes down.
     LinkDown {
@@ -73,6 +73,8 @@ pub enum FaultSpec {
         at: Option<Time>,
     },
 }
+
+crate::tagged::internally_tagged!(FaultSpec, "kind");
 
 fn all() -> f64 {
     1.0
@@ -135,7 +137,7 @@ pub fn resolve(
         };
         let link = |names: &[String; 2]| -> Result<(u32, u32), String> {
             let (a, b) = (switch("link", &names[0])?, switch("link", &names[1])?);
-            if !linked(topology, a, b) {
+            if a == b || !linked(topology, a, b) {
                 return Err(format!(
                     "{}: there is no link between {} and {}",
                     key("link"),

@@ -95,6 +95,10 @@ pub struct PortRecord {
     pub ecn_marks: u64,
     /// Packets dropped on arrival because the buffer was full (lossy mode, or headroom overrun).
     pub drops: u64,
+    /// Packets lost to faults here: for a switch port, those that arrived on it and were
+    /// dropped silently, black-holed or found no route, and those on the wire or queued when
+    /// its link went down (see `faults.rs`).
+    pub fault_drops: u64,
     /// Load-balancing scheme messages (warnings, feedback, probes) this port sent.
     pub lb_messages_sent: u64,
 }
@@ -118,7 +122,18 @@ pub struct RunStats {
     pub payload_dropped: u64,
     /// Payload bytes that reached a receiver out of order or twice and were discarded.
     pub payload_discarded: u64,
+    /// Packets lost, all causes: the sum of the `drops_*` counters.
     pub packets_dropped: u64,
+    /// Packets dropped because a switch buffer was full (lossy mode, or headroom overrun).
+    pub drops_buffer: u64,
+    /// Packets dropped at random by a `silent_drop` fault.
+    pub drops_silent: u64,
+    /// Packets dropped by a `black_hole` fault.
+    pub drops_black_hole: u64,
+    /// Packets on the wire or queued for a link when it went down (`link_down`).
+    pub drops_link_down: u64,
+    /// Packets a switch had no route for (a failed link not yet routed around).
+    pub drops_no_route: u64,
     pub flows_total: u64,
     pub flows_finished: u64,
     /// Hash of the event trajectory: equal for equal specs and seeds.

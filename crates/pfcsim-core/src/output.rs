@@ -120,6 +120,7 @@ fn port_columns(rows: &[PortRecord]) -> Columns<'_, PortRecord> {
         .prim::<Float64Type>("mean_queue_bytes", |p| p.mean_queue_bytes)
         .prim::<UInt64Type>("ecn_marks", |p| p.ecn_marks)
         .prim::<UInt64Type>("drops", |p| p.drops)
+        .prim::<UInt64Type>("fault_drops", |p| p.fault_drops)
         .prim::<UInt64Type>("lb_messages_sent", |p| p.lb_messages_sent)
 }
 

@@ -20,11 +20,13 @@ use std::path::Path;
 /// Sets up the simulation of a prepared scenario, catching what only the full fabric
 /// reveals (such as a buffer too small for its headroom).
 pub fn build_simulation(sc: Scenario) -> Result<Simulation, SpecError> {
-    Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop).map_err(|e| {
-        SpecError {
-            message: e.to_string(),
-        }
-    })
+    let sim =
+        Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop).map_err(|e| {
+            SpecError {
+                message: e.to_string(),
+            }
+        })?;
+    Ok(sim.with_faults(&sc.topology, sc.faults))
 }
 
 /// Sets up and runs a prepared scenario; `progress` may stop it (see [`Simulation::run`]).

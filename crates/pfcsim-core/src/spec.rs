@@ -11,6 +11,7 @@
 
 use crate::cdf::FlowSizeCdf;
 use crate::dcqcn::DcqcnConfig;
+use crate::faults::{FaultSpec, ScheduledFault};
 use crate::lb::LbConfig;
 use crate::ns3;
 use crate::sim::{CcConfig, FabricConfig, FlowSpec, NicConfig, StopRule, SwitchConfig};
@@ -55,6 +56,9 @@ pub struct Spec {
     pub traffic: Vec<TrafficSpec>,
     #[serde(default)]
     pub run: RunSpec,
+    /// Faults: links down or slowed, switches dropping packets (`faults.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultSpec>,
 }
 
 fn default_seed() -> u64 {
@@ -370,6 +374,8 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
     pub fabric: FabricConfig,
     pub stop: StopRule,
+    /// The spec's faults, checked against the topology and resolved to node ids.
+    pub faults: Vec<ScheduledFault>,
 }
 
 impl Scenario {
@@ -436,12 +442,15 @@ impl Scenario {
             cc: spec.cc.clone(),
             lb: spec.lb.clone(),
         };
+        let faults = crate::faults::resolve(&spec.faults, &spec.topology, &topology, spec.seed)
+            .map_err(|message| SpecError { message })?;
         Ok(Scenario {
             spec,
             topology,
             flows,
             fabric,
             stop,
+            faults,
         })
     }
 }

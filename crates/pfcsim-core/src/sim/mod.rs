@@ -13,6 +13,7 @@
 //! with the number of links and timers, not with packets in flight. Same-time events run in
 //! the order they were scheduled.
 
+mod faults;
 mod host;
 mod switch;
 #[cfg(test)]
@@ -279,6 +280,10 @@ enum Event {
     DcqcnDecrease(u32),
     /// A load balancer's timer on a switch.
     LbTimer(u32, u64),
+    /// Fault `i` of the run's fault plan starts.
+    Fault(u32),
+    /// Routing has reconverged after the link failure of fault `i`.
+    Reconverge(u32),
 }
 
 impl Event {
@@ -292,6 +297,8 @@ impl Event {
             Event::Rto(h) => 5 << 60 | h as u64,
             Event::DcqcnDecrease(f) => 6 << 60 | f as u64,
             Event::LbTimer(s, t) => 7 << 60 | (s as u64) << 40 ^ t,
+            Event::Fault(i) => 8 << 60 | i as u64,
+            Event::Reconverge(i) => 9 << 60 | i as u64,
         }
     }
 }
@@ -349,6 +356,10 @@ pub struct Simulation {
     payload_discarded: u64,
     drops: u64,
     lb_actions: Vec<LbAction>,
+    /// Seed of the run (fault streams are derived from it when faults start).
+    seed: u64,
+    /// Faults of the run and the drops they caused (empty without `[[faults]]`).
+    faults: faults::FaultState,
 }
 
 impl Simulation {
@@ -517,6 +528,8 @@ impl Simulation {
             payload_dropped: 0,
             drops: 0,
             lb_actions: Vec::new(),
+            seed,
+            faults: faults::FaultState::default(),
         };
         if let Some(f) = sim.flows.first() {
             sim.measure_from = f.spec.start;
@@ -576,6 +589,8 @@ impl Simulation {
             Event::Rto(h) => self.rto_fired(h),
             Event::DcqcnDecrease(f) => self.dcqcn_decrease(f),
             Event::LbTimer(s, token) => self.lb_timer(s, token),
+            Event::Fault(i) => self.fault_starts(i),
+            Event::Reconverge(i) => self.reconverge(i),
         }
     }
 
@@ -617,13 +632,13 @@ impl Simulation {
     }
 
     fn arrival(&mut self, p: u32, pid: PacketId) {
-        let kind = self.arena.get(pid).kind;
         let port = &mut self.ports[p as usize];
-        let (_, head) = port
-            .in_flight
-            .pop_front()
-            .expect("Arrival with a packet in flight");
+        // Empty only when the link went down with this packet on the wire (a fault).
+        let Some((_, head)) = port.in_flight.pop_front() else {
+            return;
+        };
         debug_assert_eq!(head, pid);
+        let kind = self.arena.get(pid).kind;
         if let Some(&(next, next_pid)) = port.in_flight.front() {
             self.events.schedule(
                 next,
@@ -700,6 +715,9 @@ impl Simulation {
 
     /// Queues a PFC frame for priority `prio` out of port `p`.
     fn send_pfc(&mut self, p: u32, prio: u8, kind: PacketKind) {
+        if self.faults.port_down.get(p as usize) == Some(&true) {
+            return; // the link is down: nobody to tell
+        }
         let mut pkt = Packet::new(kind);
         pkt.priority = prio;
         pkt.wire_bytes = self.cfg.nic.control_bytes;
@@ -749,7 +767,16 @@ impl Simulation {
             payload_sent: self.payload_sent,
             payload_dropped: self.payload_dropped,
             payload_discarded: self.payload_discarded,
-            packets_dropped: self.drops,
+            packets_dropped: self.drops
+                + self.faults.drops.silent
+                + self.faults.drops.black_hole
+                + self.faults.drops.link_down
+                + self.faults.drops.no_route,
+            drops_buffer: self.drops,
+            drops_silent: self.faults.drops.silent,
+            drops_black_hole: self.faults.drops.black_hole,
+            drops_link_down: self.faults.drops.link_down,
+            drops_no_route: self.faults.drops.no_route,
             flows_total: self.flows.len() as u64,
             flows_finished: self.flows_finished,
             fingerprint: self.fingerprint.value(),

@@ -141,9 +141,9 @@ impl EcnConfig {
 
 /// One switch.
 pub(super) struct Switch {
-    node: u32,
+    pub(super) node: u32,
     /// Global ids of its ports.
-    ports: Range<u32>,
+    pub(super) ports: Range<u32>,
     /// For each host (by host index): (offset, count) of its next hops in `next_hops`.
     routes: Vec<(u32, u16)>,
     /// Local port indices, grouped per destination host.
@@ -160,6 +160,8 @@ pub(super) struct Switch {
     rng: Rng,
     /// Random stream of ECN marking.
     ecn_rng: Rng,
+    /// The switch has drop rules from faults (`sim/faults.rs`): check arriving packets.
+    pub(super) faulty: bool,
 }
 
 impl Switch {
@@ -173,20 +175,8 @@ impl Switch {
         cfg: &FabricConfig,
         seed: u64,
     ) -> Result<Switch, SetupError> {
-        let mut routes = Vec::with_capacity(to_host.len());
-        let mut next_hops = Vec::new();
         let neighbours = &adj[node as usize];
-        for dist in to_host {
-            let offset = next_hops.len() as u32;
-            let here = dist[node as usize];
-            for (local, &(peer, _)) in neighbours.iter().enumerate() {
-                let d = dist[peer as usize];
-                if d != u32::MAX && d + 1 == here {
-                    next_hops.push(local as u16);
-                }
-            }
-            routes.push((offset, (next_hops.len() as u32 - offset) as u16));
-        }
+        let (routes, next_hops) = shortest_path_routes(node, neighbours, to_host, |_| false);
         let my_ports = &all_ports[ports.start as usize..ports.end as usize];
         let mtu_wire = cfg.nic.mtu_wire_bytes();
         let mmu = build_mmu(&cfg.switch, my_ports, mtu_wire);
@@ -216,6 +206,7 @@ impl Switch {
                 .map(|i| i as u16),
             rng: switch_rng(seed, node),
             ecn_rng: ecn_rng(seed, node),
+            faulty: false,
         })
     }
 }
@@ -287,6 +278,44 @@ fn lb_fabric(
     f
 }
 
+/// Next hops of switch `node` towards every host: for host index `i`, the local ports whose
+/// peer is one hop closer to the host in `to_host[i]` (hop distances), skipping links for which
+/// `down(link index)` is true. Returns per host (offset, count) into the port list.
+fn shortest_path_routes(
+    node: u32,
+    neighbours: &[(u32, usize)],
+    to_host: &[Vec<u32>],
+    down: impl Fn(usize) -> bool,
+) -> (Vec<(u32, u16)>, Vec<u16>) {
+    let mut routes = Vec::with_capacity(to_host.len());
+    let mut next_hops = Vec::new();
+    for dist in to_host {
+        let offset = next_hops.len() as u32;
+        let here = dist[node as usize];
+        for (local, &(peer, link)) in neighbours.iter().enumerate() {
+            let d = dist[peer as usize];
+            if d != u32::MAX && d + 1 == here && !down(link) {
+                next_hops.push(local as u16);
+            }
+        }
+        routes.push((offset, (next_hops.len() as u32 - offset) as u16));
+    }
+    (routes, next_hops)
+}
+
+impl Switch {
+    /// Replaces the next hops with the shortest paths over the links that are up
+    /// (`to_host` computed without the links that are down).
+    pub(super) fn set_routes(
+        &mut self,
+        neighbours: &[(u32, usize)],
+        to_host: &[Vec<u32>],
+        down: impl Fn(usize) -> bool,
+    ) {
+        (self.routes, self.next_hops) = shortest_path_routes(self.node, neighbours, to_host, down);
+    }
+}
+
 impl Switch {
     /// Calls `hook` with this switch's scheme, the context the scheme sees and acts through,
     /// and the switch's next-hop table (for slicing the candidates of a decision).
@@ -322,8 +351,12 @@ impl Switch {
 impl Simulation {
     /// A packet arrived on global port `p` of switch `s`.
     pub(super) fn switch_receive(&mut self, s: u32, p: u32, pid: PacketId) {
-        let sw = &mut self.switches[s as usize];
+        let sw = &self.switches[s as usize];
         let in_local = (p - sw.ports.start) as u16;
+        if sw.faulty && self.fault_filter(s, in_local, pid) {
+            return;
+        }
+        let sw = &mut self.switches[s as usize];
         if self.arena.get(pid).kind == PacketKind::LbControl {
             let header = self.arena.get(pid).lb;
             self.arena.free(pid);
@@ -349,6 +382,11 @@ impl Simulation {
         let pinned = (pkt.lb.path_tag >> (8 * pkt.hop.min(3) as u32)) & 0xff;
         let out_local = if count == 1 {
             candidates[0]
+        } else if count == 0 {
+            // Only after a link failure, before routing has reconverged.
+            let p = sw.ports.start + in_local as u32;
+            self.fault_drop(pid, super::faults::DropCause::NoRoute, p);
+            return;
         } else if pinned != 0 && pkt.kind == PacketKind::Data && pkt.hop < 4 {
             candidates[(pinned as usize - 1) % count as usize]
         } else if pkt.kind == PacketKind::Data {
@@ -478,6 +516,10 @@ impl Simulation {
         for action in actions.drain(..) {
             match action {
                 LbAction::SendControl { port, header } => {
+                    let p = first + port as u32;
+                    if self.faults.port_down.get(p as usize) == Some(&true) {
+                        continue; // the link is down
+                    }
                     let mut pkt = Packet::new(PacketKind::LbControl);
                     pkt.src = self.switches[s as usize].node;
                     pkt.lb = header;

@@ -1,0 +1,213 @@
+//! Faults: each test fails if the fault it names is not applied, or if the transport does not
+//! recover from the losses it causes.
+
+use pfcsim_core::run::run_scenario;
+use pfcsim_core::sim::RunOutput;
+use pfcsim_core::spec::{Scenario, Spec};
+use std::ops::ControlFlow;
+use std::path::Path;
+
+/// 4 leaves x 4 spines x 4 hosts (hosts 0-15, leaves 16-19, spines 20-23), 100 Gbps and
+/// 1 us links, PFC on, line-rate senders, drained to the end; then `extra`.
+fn run(extra: &str) -> RunOutput {
+    let text = format!(
+        r#"
+        seed = 3
+        [topology]
+        kind = "leaf_spine"
+        leaves = 4
+        spines = 4
+        hosts_per_leaf = 4
+        host_link = {{ rate = "100Gbps", delay = "1us" }}
+        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
+        [cc]
+        kind = "none"
+        [run]
+        stop_when_done = false
+        {extra}
+        "#
+    );
+    let spec = Spec::from_toml(&text, "faults.toml").unwrap_or_else(|e| panic!("{e}"));
+    let scenario = Scenario::prepare(spec, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    run_scenario(scenario, &mut |_| ControlFlow::Continue(())).unwrap()
+}
+
+const POISSON: &str = r#"
+    [[traffic]]
+    kind = "poisson"
+    cdf = "web_search"
+    load = 0.5
+    duration = "300us"
+"#;
+
+/// Every flow finished and every byte offered was delivered; nothing is left in buffers.
+fn assert_recovered(out: &RunOutput) {
+    let s = &out.stats;
+    assert_eq!(s.flows_finished, s.flows_total, "every flow finishes");
+    assert_eq!(s.bytes_delivered, s.bytes_offered);
+    assert_eq!(out.buffered_bytes, 0, "buffers drain");
+    assert_eq!(s.drops_buffer, 0, "PFC on: no buffer drops");
+}
+
+fn retransmitted(out: &RunOutput) -> u64 {
+    out.flows.iter().map(|f| f.retransmitted_bytes).sum()
+}
+
+#[test]
+fn silent_drops_at_a_spine_are_counted_and_recovered_from() {
+    let healthy = run(POISSON);
+    assert_eq!(healthy.stats.packets_dropped, 0);
+    assert_eq!(retransmitted(&healthy), 0);
+
+    let faulty = run(&format!(
+        "{POISSON}\n[[faults]]\nkind = \"silent_drop\"\nswitch = \"spine:1\"\nprobability = 0.0035\n"
+    ));
+    let s = &faulty.stats;
+    assert!(s.drops_silent > 0, "the spine drops packets");
+    assert_eq!(s.packets_dropped, s.drops_silent, "the only losses");
+    assert!(
+        retransmitted(&faulty) > 0,
+        "go-back-N resends what was lost"
+    );
+    assert_recovered(&faulty);
+    // The drops are counted where they happen: ingress ports of spine 1 (node 21).
+    let at_spine: u64 = faulty
+        .ports
+        .iter()
+        .filter(|p| p.node == 21)
+        .map(|p| p.fault_drops)
+        .sum();
+    assert_eq!(at_spine, s.drops_silent);
+}
+
+#[test]
+fn silent_drops_only_from_chosen_neighbours() {
+    let longer = POISSON.replace("300us", "1ms");
+    let out = run(&format!(
+        "{longer}\n[[faults]]\nkind = \"silent_drop\"\nswitch = \"spine:1\"\nprobability = 0.05\nfrom = [\"leaf:2\"]\n"
+    ));
+    assert!(out.stats.drops_silent > 0);
+    // Port k of a spine faces leaf k: only the port facing leaf 2 drops.
+    for p in out.ports.iter().filter(|p| p.node == 21) {
+        assert_eq!(p.fault_drops > 0, p.peer == 18, "port to node {}", p.peer);
+    }
+    assert_recovered(&out);
+}
+
+/// Two scripted flows leave leaf 0 for leaf 3: host 0 -> 12 (black-holed) and 1 -> 13.
+const TWO_FLOWS: &str = r#"
+    [[traffic]]
+    kind = "scripted"
+    flows = [
+        { src = 0, dst = 12, size = "100KB", start = "0us" },
+        { src = 1, dst = 13, size = "100KB", start = "0us" },
+    ]
+"#;
+
+#[test]
+fn a_black_hole_drops_only_its_pairs_and_the_flow_still_completes() {
+    let out = run(&format!(
+        "{TWO_FLOWS}\n[[faults]]\nkind = \"black_hole\"\nswitch = \"leaf:0\"\npairs = [[\"host:0\", \"host:12\"]]\nfraction = 0.5\n"
+    ));
+    let s = &out.stats;
+    assert!(s.drops_black_hole > 0);
+    assert_eq!(s.packets_dropped, s.drops_black_hole);
+    let (hit, spared) = (&out.flows[0], &out.flows[1]);
+    assert_eq!((hit.src, hit.dst), (0, 12));
+    assert!(hit.retransmitted_bytes > 0 && hit.nacks_received + hit.timeouts > 0);
+    assert_eq!(spared.retransmitted_bytes, 0, "other pairs pass");
+    assert!(hit.fct_ps.unwrap() > 2 * spared.fct_ps.unwrap());
+    assert_recovered(&out);
+}
+
+#[test]
+fn a_link_down_from_the_start_carries_nothing_and_costs_nothing() {
+    // Take down the uplink of leaf 0 (node 16) that carries the most without the fault.
+    let healthy = run(POISSON);
+    let busiest = healthy
+        .ports
+        .iter()
+        .filter(|p| p.node == 16 && p.peer >= 20)
+        .max_by_key(|p| p.tx_packets)
+        .unwrap();
+    assert!(busiest.tx_packets > 0);
+    let spine = busiest.peer - 20;
+    let out = run(&format!(
+        "{POISSON}\n[[faults]]\nkind = \"link_down\"\nlink = [\"leaf:0\", \"spine:{spine}\"]\n"
+    ));
+    let link: Vec<_> = out
+        .ports
+        .iter()
+        .filter(|p| {
+            (p.node, p.peer) == (16, busiest.peer) || (p.node, p.peer) == (busiest.peer, 16)
+        })
+        .collect();
+    assert_eq!(link.len(), 2);
+    assert!(link.iter().all(|p| p.tx_packets == 0), "{link:?}");
+    assert_eq!(out.stats.packets_dropped, 0);
+    assert_recovered(&out);
+}
+
+#[test]
+fn a_link_going_down_under_load_loses_packets_that_are_recovered() {
+    let heavy = POISSON.replace("load = 0.5", "load = 0.8");
+    let out = run(&format!(
+        "{heavy}\n[[faults]]\nkind = \"link_down\"\nlink = [\"leaf:0\", \"spine:0\"]\nat = \"100us\"\nreconverge = \"20us\"\n"
+    ));
+    let s = &out.stats;
+    assert!(
+        s.drops_link_down + s.drops_no_route > 0,
+        "packets on or bound for the link are lost: {s:?}"
+    );
+    assert_eq!(
+        s.packets_dropped,
+        s.drops_link_down + s.drops_no_route,
+        "the only losses"
+    );
+    assert!(retransmitted(&out) > 0);
+    assert_recovered(&out);
+    let tx = |a: u32, b: u32| {
+        out.ports
+            .iter()
+            .find(|p| (p.node, p.peer) == (a, b))
+            .unwrap()
+            .tx_bytes
+    };
+    // Leaf 0's uplink to spine 0 works 100 us of a run whose arrivals last 300 us.
+    assert!(
+        tx(16, 20) < tx(16, 21) / 2,
+        "{} vs {}",
+        tx(16, 20),
+        tx(16, 21)
+    );
+}
+
+#[test]
+fn a_degraded_link_serializes_at_its_new_rate() {
+    // One 1 MB flow pinned over spine 0 (equal-cost next hop 0 at the source leaf).
+    let pinned = r#"
+        [[traffic]]
+        kind = "scripted"
+        flows = [{ src = 0, dst = 12, size = "1MB", start = "0us", path = [0] }]
+    "#;
+    let fast = run(pinned).flows[0].fct_ps.unwrap() as f64;
+    let slow = run(&format!(
+        "{pinned}\n[[faults]]\nkind = \"link_rate\"\nlink = [\"leaf:0\", \"spine:0\"]\nrate = \"10Gbps\"\n"
+    ))
+    .flows[0]
+        .fct_ps
+        .unwrap() as f64;
+    // 1 MB of payload (1,000 packets of 1,000 B plus headers) at 10 Gbps: about 0.85 ms.
+    let wire_bits = 1_000.0 * (1_000.0 + 64.0) * 8.0;
+    let at_10g = wire_bits / 10e9 * 1e12;
+    assert!((slow - at_10g).abs() < 0.05 * at_10g, "{slow} vs {at_10g}");
+    assert!(slow > 8.0 * fast, "{slow} vs {fast}");
+}
+
+#[test]
+fn same_faults_same_seed_same_fingerprint() {
+    let spec = format!(
+        "{POISSON}\n[[faults]]\nkind = \"silent_drop\"\nswitch = \"spine:1\"\nprobability = 0.01\n"
+    );
+    assert_eq!(run(&spec).stats.fingerprint, run(&spec).stats.fingerprint);
+}
