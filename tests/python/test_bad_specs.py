@@ -83,6 +83,18 @@ BAD_SPECS = [
         "`rps`, `drb`, `letflow`, `drill`, `conga`, `hula`",
     ),
     (
+        "fault on a switch the topology lacks",
+        TINY_TOML + '\n[[faults]]\nkind = "silent_drop"\nswitch = "spine:5"\nprobability = 0.01\n',
+        'faults[0].switch: "spine:5" names no node of this topology; use node:<id>, '
+        "host:0..3, leaf:0..1, spine:0..1",
+    ),
+    (
+        "fault with a bad unit",
+        TINY_TOML + '\n[[faults]]\nkind = "link_down"\nlink = ["leaf:0", "spine:0"]\nat = 5\n',
+        "spec.toml (line 21): faults[0].at: 5 has no unit; write it as a string with a unit, "
+        'a time such as "2us"',
+    ),
+    (
         "zero flowlet timeout",
         TINY_TOML + '\n[lb]\nscheme = "letflow"\nflowlet_timeout = "0us"\n',
         'spec.toml: lb.flowlet_timeout: must be above 0; give a time such as "100us" (valid: > 0s)',
