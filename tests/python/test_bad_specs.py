@@ -91,7 +91,7 @@ BAD_SPECS = [
     (
         "fault with a bad unit",
         TINY_TOML + '\n[[faults]]\nkind = "link_down"\nlink = ["leaf:0", "spine:0"]\nat = 5\n',
-        "spec.toml (line 21): faults[0].at: 5 has no unit; write it as a string with a unit, "
+        "spec.toml (line 20): faults[0].at: 5 has no unit; write it as a string with a unit, "
         'a time such as "2us"',
     ),
     (
