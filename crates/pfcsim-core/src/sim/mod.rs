@@ -13,6 +13,7 @@
 //! with the number of links and timers, not with packets in flight. Same-time events run in
 //! the order they were scheduled.
 
+mod hold;
 mod host;
 mod switch;
 #[cfg(test)]
@@ -21,7 +22,7 @@ mod tests;
 use crate::dcqcn::DcqcnConfig;
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::lb::{LbAction, LbConfig};
-use crate::metrics::{FlowRecord, PortRecord, RunStats};
+use crate::metrics::{FlowRecord, PortRecord, ReorderChange, RunStats};
 use crate::mmu::{Mmu, Threshold};
 use crate::packet::{Packet, PacketArena, PacketId, PacketKind};
 use crate::topology::Topology;
@@ -297,6 +298,11 @@ pub struct RunOutput {
     pub peak_packets: usize,
     /// The progress callback stopped the run before its stop rule.
     pub interrupted: bool,
+    /// Changes of the number of reorder queues in use per port, in time order (only for
+    /// schemes that hold packets).
+    pub reorder_log: Option<Vec<ReorderChange>>,
+    /// Packets held in reorder queues when the run ended.
+    pub held_packets: usize,
 }
 
 /// A simulation of one fabric with one set of flows.
@@ -326,6 +332,8 @@ pub struct Simulation {
     payload_discarded: u64,
     drops: u64,
     lb_actions: Vec<LbAction>,
+    /// Reorder queues, if the scheme holds packets (`hold.rs`).
+    held: Option<Box<hold::HeldQueues>>,
 }
 
 impl Simulation {
@@ -489,7 +497,14 @@ impl Simulation {
             payload_dropped: 0,
             drops: 0,
             lb_actions: Vec::new(),
+            held: None,
         };
+        let per_port = sim.cfg.lb.reorder_queues_per_port();
+        if per_port > 0 {
+            let host = |p: &PortState| sim.host_index[p.peer_node as usize] != u32::MAX;
+            let leads = sim.ports.iter().map(|p| p.rec.is_switch && host(p));
+            sim.held = Some(Box::new(hold::HeldQueues::new(per_port, leads)));
+        }
         if let Some(f) = sim.flows.first() {
             sim.measure_from = f.spec.start;
             sim.events.schedule(f.spec.start, Event::FlowStart);
@@ -679,7 +694,7 @@ impl Simulation {
     fn finish(self, wall_seconds: f64) -> RunOutput {
         let now = self.now;
         let flows: Vec<FlowRecord> = self.flows.iter().map(|f| f.record()).collect();
-        let ports = self
+        let mut ports: Vec<PortRecord> = self
             .ports
             .iter()
             .map(|p| {
@@ -701,6 +716,10 @@ impl Simulation {
                 rec
             })
             .collect();
+        let held_packets = self.held.as_ref().map_or(0, |h| h.packets_held());
+        let reorder_log = self
+            .held
+            .map(|h| h.finish(&mut ports, now, self.measure_from));
         let buffered_bytes = self.switches.iter().map(|s| s.mmu.bytes_in_use()).sum();
         let stats = RunStats {
             events: self.events_done,
@@ -724,6 +743,8 @@ impl Simulation {
             live_packets: self.arena.live(),
             peak_packets: self.arena.high_water(),
             interrupted: false,
+            reorder_log,
+            held_packets,
         }
     }
 }
