@@ -88,6 +88,18 @@ def test_run_writes_the_run_folder(tiny_dict: dict[str, Any], tmp_path: Path) ->
     assert saved.report().splitlines()[0] == report.splitlines()[0]
 
 
+def test_conweave_writes_its_reorder_queue_log(tiny_dict: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "cw"
+    res = pfcsim.run({**tiny_dict, "lb": {"scheme": "conweave"}}, out=out)
+    assert {p.name for p in out.iterdir()} == RUN_FOLDER_FILES | {"reorder_queues.parquet"}
+    log = pl.read_parquet(out / "reorder_queues.parquet")
+    assert log.columns == ["time_ps", "port_id", "node", "port", "in_use"]
+    assert {"reorder_queues_max", "reorder_queues_mean"} <= set(res.ports.columns)
+    # Another scheme in the same folder leaves no stale log behind.
+    pfcsim.run(tiny_dict, out=out)
+    assert {p.name for p in out.iterdir()} == RUN_FOLDER_FILES
+
+
 def test_relative_paths_of_a_dict_resolve_against_base_dir(
     tiny_dict: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -171,7 +183,16 @@ def test_other_threads_run_while_a_simulation_runs(tiny_dict: dict[str, Any]) ->
 
 def test_schemes_list_their_defaults() -> None:
     schemes = {s["name"]: s for s in pfcsim.schemes()}
-    assert set(schemes) == {"ecmp", "rps", "drb", "letflow", "drill", "conga", "hula"}
+    assert set(schemes) == {
+        "ecmp",
+        "rps",
+        "drb",
+        "letflow",
+        "drill",
+        "conga",
+        "hula",
+        "conweave",
+    }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}
     assert schemes["drb"]["defaults"] == {"order": "round_robin"}

@@ -101,6 +101,22 @@ pub struct PortRecord {
     pub fault_drops: u64,
     /// Load-balancing scheme messages (warnings, feedback, probes) this port sent.
     pub lb_messages_sent: u64,
+    /// Most reorder queues in use at once at this egress (schemes that hold packets at the
+    /// destination ToR, ConWeave; 0 elsewhere).
+    pub reorder_queues_max: u32,
+    /// Time average of the reorder queues in use at this egress, from the first flow's start
+    /// to the end of the run.
+    pub reorder_queues_mean: f64,
+}
+
+/// A change of the number of reorder queues in use at one egress port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReorderChange {
+    pub time_ps: u64,
+    /// Global index of the port (its row in `ports.parquet`).
+    pub port_id: u32,
+    /// Queues in use from `time_ps` on.
+    pub in_use: u32,
 }
 
 /// Run-wide counters.

@@ -8,7 +8,7 @@
 //! Snappy-compressed and written in row groups of at most 2^20 (about a million) rows, each
 //! built from its own chunk of records, so memory stays bounded for millions of flows.
 
-use crate::metrics::{FlowRecord, PortRecord};
+use crate::metrics::{FlowRecord, PortRecord, ReorderChange};
 use arrow_array::types::{
     ArrowPrimitiveType, Float64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
@@ -63,6 +63,18 @@ pub fn write_flows_parquet(path: &Path, flows: &[FlowRecord]) -> Result<(), Outp
 /// Writes one row per egress port to `path`: every [`PortRecord`] field.
 pub fn write_ports_parquet(path: &Path, ports: &[PortRecord]) -> Result<(), OutputError> {
     write_table(path, ports, ROWS_PER_GROUP, port_columns)
+}
+
+/// Writes one row per change of the reorder queues in use at a port (`time_ps`, `port_id`,
+/// `node`, `port`, `in_use`), in time order; `ports` gives each port's node and local index.
+pub fn write_reorder_parquet(
+    path: &Path,
+    log: &[ReorderChange],
+    ports: &[PortRecord],
+) -> Result<(), OutputError> {
+    write_table(path, log, ROWS_PER_GROUP, |rows| {
+        reorder_columns(rows, ports)
+    })
 }
 
 /// Writes one row per [`SummaryRow`] to `path`, in order, with the same column names as its
@@ -122,6 +134,20 @@ fn port_columns(rows: &[PortRecord]) -> Columns<'_, PortRecord> {
         .prim::<UInt64Type>("drops", |p| p.drops)
         .prim::<UInt64Type>("fault_drops", |p| p.fault_drops)
         .prim::<UInt64Type>("lb_messages_sent", |p| p.lb_messages_sent)
+        .prim::<UInt32Type>("reorder_queues_max", |p| p.reorder_queues_max)
+        .prim::<Float64Type>("reorder_queues_mean", |p| p.reorder_queues_mean)
+}
+
+fn reorder_columns<'a>(
+    rows: &'a [ReorderChange],
+    ports: &'a [PortRecord],
+) -> Columns<'a, ReorderChange> {
+    Columns::new(rows)
+        .prim::<UInt64Type>("time_ps", |r| r.time_ps)
+        .prim::<UInt32Type>("port_id", |r| r.port_id)
+        .prim::<UInt32Type>("node", |r| ports[r.port_id as usize].node)
+        .prim::<UInt16Type>("port", |r| ports[r.port_id as usize].port)
+        .prim::<UInt32Type>("in_use", |r| r.in_use)
 }
 
 fn summary_columns(rows: &[SummaryRow]) -> Columns<'_, SummaryRow> {
@@ -886,7 +912,7 @@ mod tests {
         assert_eq!(groups, 1);
         assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 10);
         let schema = batches[0].schema();
-        assert_eq!(schema.fields().len(), 17);
+        assert_eq!(schema.fields().len(), 20);
         assert_eq!(
             schema.field_with_name("port").unwrap().data_type(),
             &DataType::UInt16

@@ -8,8 +8,8 @@
 
 use crate::metrics::RunStats;
 use crate::output::{
-    write_flows_parquet, write_ports_parquet, write_summary_parquet, OutputError, SizeBuckets,
-    Summary,
+    write_flows_parquet, write_ports_parquet, write_reorder_parquet, write_summary_parquet,
+    OutputError, SizeBuckets, Summary,
 };
 use crate::sim::{RunOutput, Simulation};
 use crate::spec::{Scenario, Spec, SpecError};
@@ -62,6 +62,14 @@ pub fn write_run_dir(
     write_summary_parquet(&dir.join("summary.parquet"), summary)?;
     let table_path = dir.join("summary.txt");
     std::fs::write(&table_path, summary.to_table()).map_err(|e| io(&table_path, e))?;
+    let reorder_path = dir.join("reorder_queues.parquet");
+    match &out.reorder_log {
+        Some(log) => write_reorder_parquet(&reorder_path, log, &out.ports)?,
+        // A file left by an earlier run in the same folder would describe another run.
+        None => {
+            let _ = std::fs::remove_file(&reorder_path);
+        }
+    }
     let stats_path = dir.join("stats.json");
     std::fs::write(&stats_path, stats_json(&out.stats)).map_err(|e| io(&stats_path, e))?;
     let fct_path = dir.join("fct.txt");

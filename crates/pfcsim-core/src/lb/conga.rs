@@ -528,6 +528,7 @@ mod tests {
                 PortDir::Up,
             ],
             port_rate_bps: vec![100_000_000_000; 6],
+            ..Default::default()
         }
     }
 

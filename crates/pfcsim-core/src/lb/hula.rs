@@ -381,6 +381,7 @@ mod tests {
                 PortDir::Up,
             ],
             port_rate_bps: vec![100_000_000_000; 5],
+            ..Default::default()
         }
     }
 

@@ -35,6 +35,7 @@
 //! A loopback egress does not count as a hop in `pkt.hop`.
 
 pub mod conga;
+pub mod conweave;
 pub mod drb;
 pub mod drill;
 pub mod ecmp;
@@ -51,6 +52,7 @@ use crate::units::Time;
 use serde::{Deserialize, Serialize};
 
 pub use conga::{Conga, CongaConfig};
+pub use conweave::{ConWeave, ConWeaveConfig};
 pub use drb::{Drb, DrbConfig, DrbOrder};
 pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
@@ -66,6 +68,28 @@ pub enum LbAction {
     SendControl { port: u16, header: LbHeader },
     /// Call `on_timer(token)` at time `at`.
     SetTimer { at: Time, token: u64 },
+    /// Send a scheme message across the fabric to the ToR of host `to_host` (it reaches that
+    /// switch's `on_control`): a 64-byte packet routed like an ACK (ECMP hash of `sport`,
+    /// `dport` at every hop, strict-priority control queue), taking link time at every hop.
+    SendRouted {
+        to_host: u32,
+        sport: u16,
+        dport: u16,
+        header: LbHeader,
+    },
+    /// Move the packets held in reorder queue `queue` of local egress `port` (see
+    /// [`Ingress::Hold`]) into that egress's queue, in the order they were held.
+    Release { port: u16, queue: u16 },
+}
+
+/// What `on_ingress` decides for a data packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ingress {
+    /// Route and enqueue it as usual.
+    Forward,
+    /// Admit it to the buffer (charged to its ingress as usual) but hold it in reorder queue
+    /// `queue` of its egress until an [`LbAction::Release`] of that queue.
+    Hold { queue: u16 },
 }
 
 /// What a hook can see and do.
@@ -120,6 +144,10 @@ pub struct LbFabric {
     pub port_dir: Vec<PortDir>,
     /// Line rate of each local port, bits per second.
     pub port_rate_bps: Vec<u64>,
+    /// Propagation delay of each local port's link, picoseconds.
+    pub port_delay_ps: Vec<u64>,
+    /// `tor_hops[t]`: switch hops from this switch to ToR `t` (0 for itself).
+    pub tor_hops: Vec<u32>,
 }
 
 /// The `[lb]` table of a spec: which scheme, with its parameters.
@@ -142,6 +170,9 @@ pub enum LbConfig {
     Conga(CongaConfig),
     /// Hop-by-hop flowlet routing on the best next hop learnt from utilization probes (HULA).
     Hula(HulaConfig),
+    /// RTT-probed rerouting at the source ToR with reordering at the destination ToR (ConWeave).
+    #[serde(rename = "conweave")]
+    ConWeave(ConWeaveConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -193,6 +224,11 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "flowlets routed hop by hop on the best next hop towards the destination ToR, learnt from periodic utilization probes",
             LbConfig::Hula(HulaConfig::default()),
         ),
+        (
+            "conweave",
+            "the source ToR reroutes a flow when its RTT probe is late (epochs, TAIL/CLEAR, ECN-filtered paths); the destination ToR restores order in bounded reorder queues",
+            LbConfig::ConWeave(ConWeaveConfig::default()),
+        ),
     ]
 }
 
@@ -206,6 +242,7 @@ impl LbConfig {
             LbConfig::Drill(_) => "drill",
             LbConfig::Conga(_) => "conga",
             LbConfig::Hula(_) => "hula",
+            LbConfig::ConWeave(_) => "conweave",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
@@ -219,6 +256,7 @@ impl LbConfig {
             LbConfig::Drill(c) => c.validate(),
             LbConfig::Conga(c) => c.validate(),
             LbConfig::Hula(c) => c.validate(),
+            LbConfig::ConWeave(c) => c.validate(),
             _ => Ok(()),
         }
     }
@@ -226,7 +264,25 @@ impl LbConfig {
     /// Whether instances need the ToR map and port directions of [`LbFabric`] (computing
     /// them costs a pass over the fabric per switch, so other schemes skip it).
     pub fn needs_fabric(&self) -> bool {
-        matches!(self, LbConfig::Conga(_) | LbConfig::Hula(_))
+        matches!(
+            self,
+            LbConfig::Conga(_) | LbConfig::Hula(_) | LbConfig::ConWeave(_)
+        )
+    }
+
+    /// Whether switches call the scheme's `on_ingress` for every data packet (ConWeave).
+    /// False for every other scheme: their data path has no extra call.
+    pub fn uses_ingress(&self) -> bool {
+        matches!(self, LbConfig::ConWeave(_))
+    }
+
+    /// Reorder queues the scheme may hold packets in, per host-facing egress of a ToR (0: the
+    /// scheme never holds packets, and no reorder-queue records are kept).
+    pub fn reorder_queues_per_port(&self) -> u32 {
+        match self {
+            LbConfig::ConWeave(c) => c.reorder_queues,
+            _ => 0,
+        }
     }
 
     /// Whether switches show ACKs and NACKs to the scheme's `on_dequeue` (CONGA with
@@ -249,6 +305,7 @@ impl LbConfig {
             LbConfig::Drill(c) => SwitchLb::Drill(Drill::new(c, nodes)),
             LbConfig::Conga(c) => SwitchLb::Conga(Box::new(Conga::new(c, fabric))),
             LbConfig::Hula(c) => SwitchLb::Hula(Box::new(Hula::new(c, fabric))),
+            LbConfig::ConWeave(c) => SwitchLb::ConWeave(Box::new(ConWeave::new(c, fabric))),
             #[cfg(test)]
             LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }
@@ -265,6 +322,7 @@ pub enum SwitchLb {
     Drill(Drill),
     Conga(Box<Conga>),
     Hula(Box<Hula>),
+    ConWeave(Box<ConWeave>),
     #[cfg(test)]
     Probe(probe::Probe),
 }
@@ -282,6 +340,7 @@ impl SwitchLb {
             SwitchLb::Drill(s) => s.choose(ctx, pkt, candidates),
             SwitchLb::Conga(s) => s.choose(ctx, pkt, candidates),
             SwitchLb::Hula(s) => s.choose(ctx, pkt, candidates),
+            SwitchLb::ConWeave(s) => s.choose(pkt, candidates),
             #[cfg(test)]
             SwitchLb::Probe(s) => s.choose(ctx, pkt, candidates),
         }
@@ -295,9 +354,23 @@ impl SwitchLb {
             SwitchLb::LetFlow(s) => s.on_dequeue(port, pkt),
             SwitchLb::Conga(s) => s.on_dequeue(ctx, port, pkt),
             SwitchLb::Hula(s) => s.on_dequeue(ctx, port, pkt),
-            SwitchLb::Ecmp(_) | SwitchLb::Rps(_) | SwitchLb::Drb(_) | SwitchLb::Drill(_) => {}
+            SwitchLb::Ecmp(_)
+            | SwitchLb::Rps(_)
+            | SwitchLb::Drb(_)
+            | SwitchLb::Drill(_)
+            | SwitchLb::ConWeave(_) => {}
             #[cfg(test)]
             SwitchLb::Probe(_) => {}
+        }
+    }
+
+    /// A data packet arrived at this switch (only for schemes whose
+    /// [`LbConfig::uses_ingress`] is true); `candidates` are its equal-cost egresses. The
+    /// scheme may rewrite the packet's `lb` header (which routing then honours) and hold it.
+    pub fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
+        match self {
+            SwitchLb::ConWeave(s) => s.on_ingress(ctx, pkt, candidates),
+            _ => Ingress::Forward,
         }
     }
 
@@ -305,6 +378,7 @@ impl SwitchLb {
     pub fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
         match self {
             SwitchLb::Hula(s) => s.on_control(ctx, port, header),
+            SwitchLb::ConWeave(s) => s.on_control(ctx, port, header),
             SwitchLb::Conga(_)
             | SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
@@ -332,6 +406,7 @@ impl SwitchLb {
     pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         match self {
             SwitchLb::Hula(s) => s.on_timer(ctx, token),
+            SwitchLb::ConWeave(s) => s.on_timer(ctx, token),
             SwitchLb::Conga(_)
             | SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)

@@ -14,6 +14,7 @@
 //! the order they were scheduled.
 
 mod faults;
+mod hold;
 mod host;
 mod switch;
 #[cfg(test)]
@@ -22,7 +23,7 @@ mod tests;
 use crate::dcqcn::DcqcnConfig;
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::lb::{LbAction, LbConfig};
-use crate::metrics::{FlowRecord, PortRecord, RunStats};
+use crate::metrics::{FlowRecord, PortRecord, ReorderChange, RunStats};
 use crate::mmu::{Mmu, Threshold};
 use crate::packet::{Packet, PacketArena, PacketId, PacketKind};
 use crate::topology::Topology;
@@ -326,6 +327,11 @@ pub struct RunOutput {
     pub peak_packets: usize,
     /// The progress callback stopped the run before its stop rule.
     pub interrupted: bool,
+    /// Changes of the number of reorder queues in use per port, in time order (only for
+    /// schemes that hold packets).
+    pub reorder_log: Option<Vec<ReorderChange>>,
+    /// Packets held in reorder queues when the run ended.
+    pub held_packets: usize,
 }
 
 /// A simulation of one fabric with one set of flows.
@@ -360,6 +366,8 @@ pub struct Simulation {
     seed: u64,
     /// Faults of the run and the drops they caused (empty without `[[faults]]`).
     faults: faults::FaultState,
+    /// Reorder queues, if the scheme holds packets (`hold.rs`).
+    held: Option<Box<hold::HeldQueues>>,
 }
 
 impl Simulation {
@@ -530,7 +538,14 @@ impl Simulation {
             lb_actions: Vec::new(),
             seed,
             faults: faults::FaultState::default(),
+            held: None,
         };
+        let per_port = sim.cfg.lb.reorder_queues_per_port();
+        if per_port > 0 {
+            let host = |p: &PortState| sim.host_index[p.peer_node as usize] != u32::MAX;
+            let leads = sim.ports.iter().map(|p| p.rec.is_switch && host(p));
+            sim.held = Some(Box::new(hold::HeldQueues::new(per_port, leads)));
+        }
         if let Some(f) = sim.flows.first() {
             sim.measure_from = f.spec.start;
             sim.events.schedule(f.spec.start, Event::FlowStart);
@@ -735,7 +750,7 @@ impl Simulation {
     fn finish(self, wall_seconds: f64) -> RunOutput {
         let now = self.now;
         let flows: Vec<FlowRecord> = self.flows.iter().map(|f| f.record()).collect();
-        let ports = self
+        let mut ports: Vec<PortRecord> = self
             .ports
             .iter()
             .map(|p| {
@@ -757,6 +772,10 @@ impl Simulation {
                 rec
             })
             .collect();
+        let held_packets = self.held.as_ref().map_or(0, |h| h.packets_held());
+        let reorder_log = self
+            .held
+            .map(|h| h.finish(&mut ports, now, self.measure_from));
         let buffered_bytes = self.switches.iter().map(|s| s.mmu.bytes_in_use()).sum();
         let stats = RunStats {
             events: self.events_done,
@@ -789,6 +808,8 @@ impl Simulation {
             live_packets: self.arena.live(),
             peak_packets: self.arena.high_water(),
             interrupted: false,
+            reorder_log,
+            held_packets,
         }
     }
 }

@@ -145,15 +145,17 @@ pub(super) struct Switch {
     /// Global ids of its ports.
     pub(super) ports: Range<u32>,
     /// For each host (by host index): (offset, count) of its next hops in `next_hops`.
-    routes: Vec<(u32, u16)>,
+    pub(super) routes: Vec<(u32, u16)>,
     /// Local port indices, grouped per destination host.
-    next_hops: Vec<u16>,
+    pub(super) next_hops: Vec<u16>,
     pub(super) mmu: Mmu,
     lb: SwitchLb,
     /// The scheme also sees ACKs and NACKs in `on_dequeue` (`LbConfig::sees_acks`).
     lb_acks: bool,
+    /// The scheme sees every data packet at ingress (`LbConfig::uses_ingress`).
+    lb_ingress: bool,
     /// Salt of the ECMP hash used for control packets.
-    control_salt: u64,
+    pub(super) control_salt: u64,
     /// Local index of the loopback egress (its other end is the next port), if any.
     loopback: Option<u16>,
     /// Random stream of the load balancer.
@@ -199,6 +201,7 @@ impl Switch {
             mmu,
             lb,
             lb_acks: cfg.lb.sees_acks(),
+            lb_ingress: cfg.lb.uses_ingress(),
             control_salt: mix64(node as u64 ^ 0x5eed),
             loopback: neighbours
                 .iter()
@@ -275,6 +278,28 @@ fn lb_fabric(
         .iter()
         .map(|p| p.rate.bps())
         .collect();
+    f.port_delay_ps = all_ports[ports.start as usize..ports.end as usize]
+        .iter()
+        .map(|p| p.delay.ps())
+        .collect();
+    // Switch hops to every ToR (breadth-first over the links).
+    let mut dist = vec![u32::MAX; adj.len()];
+    let mut frontier = std::collections::VecDeque::from([node]);
+    dist[node as usize] = 0;
+    while let Some(n) = frontier.pop_front() {
+        for &(peer, _) in &adj[n as usize] {
+            if dist[peer as usize] == u32::MAX {
+                dist[peer as usize] = dist[n as usize] + 1;
+                frontier.push_back(peer);
+            }
+        }
+    }
+    f.tor_hops = vec![u32::MAX; f.tors as usize];
+    for (n, &t) in tor_index.iter().enumerate() {
+        if t != NO_TOR {
+            f.tor_hops[t as usize] = dist[n];
+        }
+    }
     f
 }
 
@@ -320,7 +345,7 @@ impl Switch {
     /// Calls `hook` with this switch's scheme, the context the scheme sees and acts through,
     /// and the switch's next-hop table (for slicing the candidates of a decision).
     #[inline]
-    fn with_scheme<R>(
+    pub(super) fn with_scheme<R>(
         &mut self,
         now: Time,
         all_ports: &[PortState],
@@ -356,8 +381,12 @@ impl Simulation {
         if sw.faulty && self.fault_filter(s, in_local, pid) {
             return;
         }
-        let sw = &mut self.switches[s as usize];
         if self.arena.get(pid).kind == PacketKind::LbControl {
+            if self.arena.get(pid).seq == super::hold::ROUTED && !self.routed_control_here(s, pid) {
+                self.switch_forward(s, in_local, pid);
+                return;
+            }
+            let sw = &mut self.switches[s as usize];
             let header = self.arena.get(pid).lb;
             self.arena.free(pid);
             sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
@@ -372,8 +401,15 @@ impl Simulation {
     /// Routes, admits, charges and enqueues a data or control packet.
     fn switch_forward(&mut self, s: u32, in_local: u16, pid: PacketId) {
         let strict = self.cfg.switch.control_strict_priority;
-        let sw = &mut self.switches[s as usize];
         self.arena.get_mut(pid).ingress_port = in_local;
+        let hold = if self.switches[s as usize].lb_ingress
+            && self.arena.get(pid).kind == PacketKind::Data
+        {
+            self.lb_ingress(s, pid)
+        } else {
+            None
+        };
+        let sw = &mut self.switches[s as usize];
         let pkt = *self.arena.get(pid);
         let host = self.host_index[pkt.dst as usize];
         let (offset, count) = sw.routes[host as usize];
@@ -426,6 +462,13 @@ impl Simulation {
         }
         let in_port = sw.ports.start + in_local as u32;
         let now = self.now;
+        if let Some(queue) = hold {
+            self.hold_packet(out, queue, pid);
+            if pause {
+                self.send_pfc(in_port, prio, PacketKind::Pause);
+            }
+            return;
+        }
         let pkt = self.arena.get_mut(pid);
         self.ports[out as usize].enqueue(prio, pid, pkt, now);
         if pause {
@@ -535,6 +578,13 @@ impl Simulation {
                 LbAction::SetTimer { at, token } => {
                     self.events.schedule(at, super::Event::LbTimer(s, token));
                 }
+                LbAction::SendRouted {
+                    to_host,
+                    sport,
+                    dport,
+                    header,
+                } => self.send_routed(s, to_host, sport, dport, header),
+                LbAction::Release { port, queue } => self.release_held(first + port as u32, queue),
             }
         }
         self.lb_actions = actions;
