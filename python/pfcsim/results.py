@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 #: The tables of a run folder, each read from `<name>.parquet`.
 TABLES = ("flows", "ports", "summary")
+#: Tables only some runs write (`reorder_queues`: schemes with reorder queues, ConWeave).
+OPTIONAL_TABLES = ("reorder_queues",)
 
 
 class Results:
@@ -67,7 +69,7 @@ class Results:
             stats=outcome["stats"],
             peak_packets=outcome["peak_packets"],
             summary_table=outcome["summary_table"],
-            tables={name: pq.read_table(folder / f"{name}.parquet") for name in TABLES},
+            tables=_read_tables(folder),
         )
 
     @classmethod
@@ -85,7 +87,7 @@ class Results:
             stats=json.loads((path / "stats.json").read_text()),
             peak_packets=point.get("peak_packets"),
             summary_table=(path / "summary.txt").read_text(),
-            tables={name: pq.read_table(path / f"{name}.parquet") for name in TABLES},
+            tables=_read_tables(path),
         )
 
     @cached_property
@@ -102,6 +104,21 @@ class Results:
     def summary(self) -> pd.DataFrame:
         """FCT and slowdown statistics: the `all` row, then one per flow-size bucket (pandas)."""
         return _to_pandas(self._tables["summary"])
+
+    @cached_property
+    def reorder_queues(self) -> pd.DataFrame | None:
+        """Reorder queues in use per port over time (pandas); None without reorder queues.
+
+        Written by schemes that hold packets at the destination ToR (ConWeave).
+        """
+        table = self._tables.get("reorder_queues")
+        return None if table is None else _to_pandas(table)
+
+    @cached_property
+    def reorder_queues_pl(self) -> pl.DataFrame | None:
+        """`reorder_queues` as a polars DataFrame; None for schemes without reorder queues."""
+        table = self._tables.get("reorder_queues")
+        return None if table is None else _to_polars(table)
 
     @cached_property
     def flows_pl(self) -> pl.DataFrame:
@@ -159,6 +176,16 @@ class Results:
             f"<pfcsim.Results {s['flows_finished']}/{s['flows_total']} flows finished, "
             f"fingerprint {self.fingerprint}, path {self.path}>"
         )
+
+
+def _read_tables(folder: Path) -> dict[str, pa.Table]:
+    """The tables of run folder `folder`: every one of `TABLES`, and the optional ones it has."""
+    tables = {name: pq.read_table(folder / f"{name}.parquet") for name in TABLES}
+    for name in OPTIONAL_TABLES:
+        path = folder / f"{name}.parquet"
+        if path.is_file():
+            tables[name] = pq.read_table(path)
+    return tables
 
 
 def _to_pandas(table: pa.Table) -> pd.DataFrame:

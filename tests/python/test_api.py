@@ -95,9 +95,12 @@ def test_conweave_writes_its_reorder_queue_log(tiny_dict: dict[str, Any], tmp_pa
     log = pl.read_parquet(out / "reorder_queues.parquet")
     assert log.columns == ["time_ps", "port_id", "node", "port", "in_use"]
     assert {"reorder_queues_max", "reorder_queues_mean"} <= set(res.ports.columns)
+    assert res.reorder_queues_pl.equals(log)
+    assert pfcsim.Results.from_folder(out).reorder_queues.equals(res.reorder_queues)
     # Another scheme in the same folder leaves no stale log behind.
-    pfcsim.run(tiny_dict, out=out)
+    again = pfcsim.run(tiny_dict, out=out)
     assert {p.name for p in out.iterdir()} == RUN_FOLDER_FILES
+    assert again.reorder_queues is None
 
 
 def test_relative_paths_of_a_dict_resolve_against_base_dir(
