@@ -132,14 +132,7 @@ def load_sweep(sweep: SweepLike, base_dir: str | os.PathLike[str] | None = None)
     else:
         origin = os.fspath(sweep)
         path = Path(origin)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise SpecError(f"cannot read {origin}: {e.strerror} (os error {e.errno})") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise SpecError(f"{origin}: {e}") from None
+        text, data = _read_toml(path, origin)
         folder = Path(base_dir) if base_dir is not None else path.parent
 
     unknown = sorted(set(data) - set(SWEEP_KEYS))
@@ -400,15 +393,20 @@ def _read_base(value: Any, origin: str, folder: Path) -> tuple[dict[str, Any], P
             f"{origin}: base: expected a path to a spec file or a table, got {_short(value)}"
         )
     path = Path(value) if Path(value).is_absolute() else folder / value
+    _, data = _read_toml(path, f"{origin}: base: {path}")
+    return data, path.parent, path.stem
+
+
+def _read_toml(path: Path, origin: str) -> tuple[str, dict[str, Any]]:
+    """The text of TOML file `path` and what it holds; `SpecError`s start with `origin`."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise SpecError(f"{origin}: base: cannot read {path}: {e.strerror}") from None
+        raise SpecError(f"{origin}: cannot read: {e.strerror} (os error {e.errno})") from None
     try:
-        data = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{origin}: base: {path}: {e}") from None
-    return data, path.parent, path.stem
+        raise SpecError(f"{origin}: {e}") from None
 
 
 def _axes(data: Mapping[str, Any], origin: str) -> list[list[dict[str, Any]]]:

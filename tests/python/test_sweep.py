@@ -114,7 +114,7 @@ def test_zip_groups_advance_together_and_cross_the_grid(tiny_file: Path) -> None
             {"base": "spec.toml", "grid": {"traffic[x].load": [0.1]}},
             "`traffic[x].load` is not a key path",
         ),
-        ({"base": "missing.toml"}, "<dict>: base: cannot read"),
+        ({"base": "missing.toml"}, "missing.toml: cannot read: No such file or directory"),
     ],
 )
 def test_bad_sweep_specs_name_the_key(tiny_file: Path, sweep: dict[str, Any], message: str) -> None:
