@@ -115,14 +115,7 @@ impl CongaConfig {
                 self.sampled_paths
             ));
         }
-        if !(1..=super::letflow::MAX_TABLE_SIZE).contains(&self.table_size) {
-            return Err(format!(
-                "lb.table_size: {} is out of range; use 1..={} entries (e.g. 65536)",
-                self.table_size,
-                super::letflow::MAX_TABLE_SIZE
-            ));
-        }
-        Ok(())
+        super::check_table_size(self.table_size)
     }
 }
 

@@ -159,14 +159,7 @@ impl ConWeaveConfig {
                 self.queue_choices, self.reorder_queues, self.reorder_queues
             ));
         }
-        if !(1..=super::letflow::MAX_TABLE_SIZE).contains(&self.table_size) {
-            return Err(format!(
-                "lb.table_size: {} is out of range; use 1..={} entries (e.g. 65536)",
-                self.table_size,
-                super::letflow::MAX_TABLE_SIZE
-            ));
-        }
-        Ok(())
+        super::check_table_size(self.table_size)
     }
 }
 

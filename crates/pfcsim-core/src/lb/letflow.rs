@@ -65,9 +65,6 @@ impl Default for LetFlowConfig {
     }
 }
 
-/// Largest accepted `table_size`.
-pub const MAX_TABLE_SIZE: u32 = 1 << 24;
-
 impl LetFlowConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
     pub fn validate(&self) -> Result<(), String> {
@@ -77,13 +74,7 @@ impl LetFlowConfig {
                     .into(),
             );
         }
-        if !(1..=MAX_TABLE_SIZE).contains(&self.table_size) {
-            return Err(format!(
-                "lb.table_size: {} is out of range; use 1..={MAX_TABLE_SIZE} entries (e.g. 65536)",
-                self.table_size
-            ));
-        }
-        Ok(())
+        super::check_table_size(self.table_size)
     }
 }
 

@@ -60,6 +60,20 @@ pub use hula::{Hula, HulaConfig};
 pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
 pub use rps::{Rps, RpsConfig};
 
+/// Largest accepted `table_size` of a scheme's flow or flowlet table.
+pub const MAX_TABLE_SIZE: u32 = 1 << 24;
+
+/// Checks a scheme's `table_size` (entries of a fixed-size table indexed by flow hash).
+fn check_table_size(size: u32) -> Result<(), String> {
+    if (1..=MAX_TABLE_SIZE).contains(&size) {
+        Ok(())
+    } else {
+        Err(format!(
+            "lb.table_size: {size} is out of range; use 1..={MAX_TABLE_SIZE} entries (e.g. 65536)"
+        ))
+    }
+}
+
 /// Something a scheme asks its switch to do once the hook returns.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum LbAction {
