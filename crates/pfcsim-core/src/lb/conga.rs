@@ -436,8 +436,7 @@ impl Conga {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{rng_stream, Rng, StreamKind};
-    use crate::lb::LbAction;
+    use crate::lb::TestSwitch;
 
     #[test]
     fn dre_decays_geometrically_at_multiples_of_t_dre() {
@@ -535,30 +534,6 @@ mod tests {
         }
     }
 
-    struct World {
-        rng: Rng,
-        actions: Vec<LbAction>,
-    }
-
-    impl World {
-        fn new(_ports: usize) -> World {
-            World {
-                rng: rng_stream(3, StreamKind::Switch, 1),
-                actions: Vec::new(),
-            }
-        }
-        fn ctx(&mut self, now_ns: u64) -> LbCtx<'_> {
-            LbCtx {
-                now: Time::from_ns(now_ns),
-                node: 0,
-                ports: &[],
-                loopback: None,
-                rng: &mut self.rng,
-                actions: &mut self.actions,
-            }
-        }
-    }
-
     fn data(src: u32, dst: u32, sport: u16) -> Packet {
         let mut p = Packet::new(PacketKind::Data);
         (p.src, p.dst, p.sport, p.dport, p.wire_bytes) = (src, dst, sport, 100, 1048);
@@ -575,7 +550,7 @@ mod tests {
         let cfg = CongaConfig::default();
         let mut src = Conga::new(&cfg, &leaf_fabric(4, 0));
         let mut spine = Conga::new(&cfg, &spine_fabric());
-        let mut w = World::new(6);
+        let mut w = TestSwitch::new(0);
         // Load spine port 1 to a metric of about 5: 5/8 of tau's worth of bytes at line rate.
         spine.dre[1].x = bytes_for_metric(5.2) as f64;
         let mut p = data(0, 2, 1);
@@ -597,7 +572,7 @@ mod tests {
         let cfg = CongaConfig::default();
         let mut a = Conga::new(&cfg, &leaf_fabric(4, 0));
         let mut b = Conga::new(&cfg, &leaf_fabric(5, 1));
-        let mut w = World::new(6);
+        let mut w = TestSwitch::new(0);
         // A packet from leaf A (host 0) to leaf B (host 2) went up A's uplink 2 (port 4) and
         // arrived with CE 6: B records it.
         let mut p = data(0, 2, 1);
@@ -640,7 +615,7 @@ mod tests {
     fn feedback_prefers_changed_entries_in_round_robin() {
         let cfg = CongaConfig::default();
         let mut b = Conga::new(&cfg, &leaf_fabric(5, 1));
-        let mut w = World::new(6);
+        let mut w = TestSwitch::new(0);
         for (tag, ce) in [(1u32, 3u8), (3, 4)] {
             let mut p = data(0, 2, 1);
             p.lb.path_tag = tag + 1;
@@ -648,7 +623,7 @@ mod tests {
             p.hop = 2;
             b.on_dequeue(&mut w.ctx(0), 0, &mut p);
         }
-        let fb = |b: &mut Conga, w: &mut World| {
+        let fb = |b: &mut Conga, w: &mut TestSwitch| {
             let mut r = data(2, 0, 9);
             b.on_dequeue(&mut w.ctx(30), 2, &mut r);
             meta_feedback(r.lb.meta)
@@ -669,7 +644,7 @@ mod tests {
     fn flowlets_stick_and_local_congestion_is_avoided() {
         let cfg = CongaConfig::default();
         let mut a = Conga::new(&cfg, &leaf_fabric(4, 0));
-        let mut w = World::new(6);
+        let mut w = TestSwitch::new(0);
         // Uplink port 2 carries traffic: its metric is about 4; the others are idle.
         a.dre[2].x = bytes_for_metric(4.5) as f64;
         let cands = [2u16, 3, 4, 5];

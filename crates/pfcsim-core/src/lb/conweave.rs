@@ -723,7 +723,7 @@ impl ConWeave {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{rng_stream, Rng, StreamKind};
+    use crate::lb::TestSwitch;
     use crate::packet::PacketKind;
 
     /// Leaf (ToR 0 of 2, node 20): ports 0, 1 to hosts 0, 1; ports 2..6 up (1 us links).
@@ -749,30 +749,6 @@ mod tests {
         }
     }
 
-    struct World {
-        rng: Rng,
-        actions: Vec<LbAction>,
-    }
-
-    impl World {
-        fn new() -> World {
-            World {
-                rng: rng_stream(3, StreamKind::Switch, 1),
-                actions: Vec::new(),
-            }
-        }
-        fn ctx(&mut self, now_ns: u64) -> LbCtx<'_> {
-            LbCtx {
-                now: Time::from_ns(now_ns),
-                node: 20,
-                ports: &[],
-                loopback: None,
-                rng: &mut self.rng,
-                actions: &mut self.actions,
-            }
-        }
-    }
-
     fn data(seq: u64) -> Packet {
         let mut p = Packet::new(PacketKind::Data);
         p.src = 0;
@@ -786,7 +762,7 @@ mod tests {
     const UP: [u16; 4] = [2, 3, 4, 5];
 
     /// Sends one packet through the source ToR; returns (flag, phase, epoch, path).
-    fn send(cw: &mut ConWeave, w: &mut World, now_ns: u64) -> (u32, u8, u8, u32) {
+    fn send(cw: &mut ConWeave, w: &mut TestSwitch, now_ns: u64) -> (u32, u8, u8, u32) {
         let mut p = data(now_ns);
         assert_eq!(
             cw.on_ingress(&mut w.ctx(now_ns), &mut p, &UP),
@@ -814,7 +790,7 @@ mod tests {
     fn source_tor_expiry_stabilize_timeout_and_clear() {
         let cfg = ConWeaveConfig::default();
         let mut cw = ConWeave::new(&cfg, &leaf(0));
-        let mut w = World::new();
+        let mut w = TestSwitch::new(20);
         // A new flow: INIT, epoch 1, phase 0, some path.
         let (flag, phase, e1, path) = send(&mut cw, &mut w, 1_000);
         assert_eq!((flag, phase), (FLAG_INIT, 0));
@@ -861,7 +837,7 @@ mod tests {
     #[test]
     fn path_sampling_skips_paths_marked_congested_by_notify() {
         let mut cw = ConWeave::new(&ConWeaveConfig::default(), &leaf(0));
-        let mut w = World::new();
+        let mut w = TestSwitch::new(20);
         for path in 0..3u32 {
             let h = LbHeader {
                 path_tag: 0,
@@ -887,9 +863,9 @@ mod tests {
     fn destination_tor_holds_overtaking_packets_until_the_tail() {
         let cfg = ConWeaveConfig::default();
         let mut cw = ConWeave::new(&cfg, &leaf(1));
-        let mut w = World::new();
+        let mut w = TestSwitch::new(20);
         let host_port = [0u16];
-        let arrive = |cw: &mut ConWeave, w: &mut World, ns: u64, flag, phase, ts| {
+        let arrive = |cw: &mut ConWeave, w: &mut TestSwitch, ns: u64, flag, phase, ts| {
             let mut p = data(ns);
             p.lb.path_tag = 1;
             p.lb.meta = pack_data(flag, phase, 1, ts);

@@ -308,7 +308,24 @@ impl Hula {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{rng_stream, Rng, StreamKind};
+    use crate::lb::TestSwitch;
+
+    /// (port, tor, util) of the probes sent since the last call.
+    fn sent(w: &mut TestSwitch) -> Vec<(u16, u32, u8)> {
+        let out = w
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                LbAction::SendControl { port, header } => {
+                    let (t, u) = probe_fields(header);
+                    Some((*port, t, u))
+                }
+                _ => None,
+            })
+            .collect();
+        w.actions.clear();
+        out
+    }
 
     #[test]
     fn estimator_decays_linearly_within_tau() {
@@ -396,50 +413,10 @@ mod tests {
         f
     }
 
-    struct World {
-        rng: Rng,
-        actions: Vec<LbAction>,
-    }
-
-    impl World {
-        fn new() -> World {
-            World {
-                rng: rng_stream(3, StreamKind::Switch, 1),
-                actions: Vec::new(),
-            }
-        }
-        fn ctx(&mut self, now_ns: u64) -> LbCtx<'_> {
-            LbCtx {
-                now: Time::from_ns(now_ns),
-                node: 0,
-                ports: &[],
-                loopback: None,
-                rng: &mut self.rng,
-                actions: &mut self.actions,
-            }
-        }
-        /// (port, tor, util) of the probes sent since the last call.
-        fn sent(&mut self) -> Vec<(u16, u32, u8)> {
-            let out = self
-                .actions
-                .iter()
-                .filter_map(|a| match a {
-                    LbAction::SendControl { port, header } => {
-                        let (t, u) = probe_fields(header);
-                        Some((*port, t, u))
-                    }
-                    _ => None,
-                })
-                .collect();
-            self.actions.clear();
-            out
-        }
-    }
-
     #[test]
     fn tors_probe_every_uplink_every_period() {
         let mut h = Hula::new(&HulaConfig::default(), &leaf());
-        let mut w = World::new();
+        let mut w = TestSwitch::new(0);
         h.on_start(&mut w.ctx(0));
         assert_eq!(
             w.actions.last(),
@@ -448,7 +425,7 @@ mod tests {
                 token: PROBE_TIMER
             })
         );
-        assert_eq!(w.sent(), vec![(2, 0, 0), (3, 0, 0), (4, 0, 0)]);
+        assert_eq!(sent(&mut w), vec![(2, 0, 0), (3, 0, 0), (4, 0, 0)]);
         // Spines do not probe.
         let mut s = Hula::new(&HulaConfig::default(), &spine(4));
         s.on_start(&mut w.ctx(0));
@@ -458,8 +435,8 @@ mod tests {
     #[test]
     fn best_hop_follows_refresh_better_and_aged_rules() {
         let mut h = Hula::new(&HulaConfig::default(), &leaf());
-        let mut w = World::new();
-        let probe = |h: &mut Hula, w: &mut World, ns: u64, port: u16, util: u8| {
+        let mut w = TestSwitch::new(0);
+        let probe = |h: &mut Hula, w: &mut TestSwitch, ns: u64, port: u16, util: u8| {
             h.on_control(&mut w.ctx(ns), port, &probe_header(2, util));
             h.best[2]
         };
@@ -487,30 +464,30 @@ mod tests {
     #[test]
     fn probes_replicate_up_down_without_loops_and_rate_limited() {
         let cfg = HulaConfig::default();
-        let mut w = World::new();
+        let mut w = TestSwitch::new(0);
         // Spine: a probe from below (leaf on port 1) goes to every other downlink, carrying
         // the best path's utilization.
         let mut s = Hula::new(&cfg, &spine(4));
         s.on_control(&mut w.ctx(0), 1, &probe_header(1, 7));
-        assert_eq!(w.sent(), vec![(0, 1, 7), (2, 1, 7), (3, 1, 7)]);
+        assert_eq!(sent(&mut w), vec![(0, 1, 7), (2, 1, 7), (3, 1, 7)]);
         // Within half a period the same ToR's probe is not sent on again.
         s.on_control(&mut w.ctx(4_000), 1, &probe_header(1, 3));
-        assert!(w.sent().is_empty());
+        assert!(sent(&mut w).is_empty());
         s.on_control(&mut w.ctx(10_000), 1, &probe_header(1, 3));
-        assert_eq!(w.sent().len(), 3);
+        assert_eq!(sent(&mut w).len(), 3);
         // Aggregation switch: from below to all uplinks and the other downlink; from above
         // only to downlinks.
         let mut a = Hula::new(&cfg, &agg());
         a.on_control(&mut w.ctx(0), 0, &probe_header(1, 0));
-        assert_eq!(w.sent(), vec![(1, 1, 0), (2, 1, 0), (3, 1, 0)]);
+        assert_eq!(sent(&mut w), vec![(1, 1, 0), (2, 1, 0), (3, 1, 0)]);
         a.on_control(&mut w.ctx(0), 3, &probe_header(2, 9));
-        assert_eq!(w.sent(), vec![(0, 2, 9), (1, 2, 9)]);
+        assert_eq!(sent(&mut w), vec![(0, 2, 9), (1, 2, 9)]);
         // A leaf sends nothing on (from above, and its only downlinks are to hosts) and
         // ignores its own probes.
         let mut l = Hula::new(&cfg, &leaf());
         l.on_control(&mut w.ctx(0), 2, &probe_header(1, 9));
         l.on_control(&mut w.ctx(0), 2, &probe_header(0, 9));
-        assert!(w.sent().is_empty());
+        assert!(sent(&mut w).is_empty());
         assert_eq!(l.best[0].port, NONE);
     }
 
@@ -523,7 +500,7 @@ mod tests {
     #[test]
     fn flowlets_take_the_best_hop_and_fall_back_to_ecmp_before_probes() {
         let mut h = Hula::new(&HulaConfig::default(), &leaf());
-        let mut w = World::new();
+        let mut w = TestSwitch::new(0);
         let cands = [2u16, 3, 4];
         // No probe for ToR 2 (hosts 4, 5) yet: hashed, so flows spread.
         let spread: std::collections::BTreeSet<u16> = (0..60)

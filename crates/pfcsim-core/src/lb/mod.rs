@@ -444,3 +444,35 @@ pub fn flow_hash(pkt: &Packet, salt: u64) -> u64 {
     let ports = (pkt.sport as u64) << 16 | pkt.dport as u64;
     mix64(mix64(tuple ^ salt.rotate_left(17)) ^ ports)
 }
+
+/// A switch's surroundings for unit tests of a scheme's hooks: its RNG stream and the actions
+/// the hooks ask for.
+#[cfg(test)]
+pub(crate) struct TestSwitch {
+    pub node: u32,
+    pub rng: Rng,
+    pub actions: Vec<LbAction>,
+}
+
+#[cfg(test)]
+impl TestSwitch {
+    pub fn new(node: u32) -> TestSwitch {
+        TestSwitch {
+            node,
+            rng: crate::engine::rng_stream(3, crate::engine::StreamKind::Switch, 1),
+            actions: Vec::new(),
+        }
+    }
+
+    /// The context of a hook called at `now_ns` nanoseconds, with no port views.
+    pub fn ctx(&mut self, now_ns: u64) -> LbCtx<'_> {
+        LbCtx {
+            now: Time::from_ns(now_ns),
+            node: self.node,
+            ports: &[],
+            loopback: None,
+            rng: &mut self.rng,
+            actions: &mut self.actions,
+        }
+    }
+}
