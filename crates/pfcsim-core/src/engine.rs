@@ -233,6 +233,8 @@ pub enum StreamKind {
     Topology = 3,
     Ecn = 4,
     Fault = 5,
+    /// Host-side load balancers, one stream per host.
+    Host = 6,
 }
 
 /// The random number generator used by every component.

@@ -150,6 +150,12 @@ pub struct RunStats {
     pub drops_link_down: u64,
     /// Packets a switch had no route for (a failed link not yet routed around).
     pub drops_no_route: u64,
+    /// Data packets a receiver's resequencing buffer held back and then passed to the
+    /// transport in order (schemes with one: Presto).
+    pub resequenced_packets: u64,
+    /// Data packets a resequencing buffer pushed to the transport out of order, after its
+    /// timeout or when full (go-back-N then discards them and NACKs).
+    pub reseq_flushed_packets: u64,
     pub flows_total: u64,
     pub flows_finished: u64,
     /// Hash of the event trajectory: equal for equal specs and seeds.

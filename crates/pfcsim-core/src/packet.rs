@@ -27,13 +27,26 @@ pub enum PacketKind {
     /// A message between switches of a load-balancing scheme (warnings, feedback, probes).
     /// Its meaning is the scheme's: it is carried in `lb`.
     LbControl,
+    /// A host-side scheme's path probe: routed by its path tag, queued and ECN-marked in its
+    /// data priority like data, never shown to a switch's scheme.
+    Probe,
+    /// The destination host's answer to a probe, routed like an ACK; it echoes the probe's
+    /// path tag, `meta`, CE mark and send time.
+    ProbeReply,
 }
 
 impl PacketKind {
     /// Control packets (everything but data) are never load balanced and, with the default
     /// switch setting, ride in the strict-priority control queue.
     pub fn is_control(self) -> bool {
-        !matches!(self, PacketKind::Data)
+        !matches!(self, PacketKind::Data | PacketKind::Probe)
+    }
+
+    /// Packets that switches route by their path tag, count hops for and ECN-mark: data and
+    /// host probes.
+    #[inline]
+    pub fn follows_path_tag(self) -> bool {
+        matches!(self, PacketKind::Data | PacketKind::Probe)
     }
 }
 
@@ -74,7 +87,9 @@ pub struct Packet {
     pub kind: PacketKind,
     /// PFC priority class, 0..8. Priority 0 is the control class.
     pub priority: u8,
-    /// ECN Congestion Experienced (set by switches on data packets).
+    /// ECN Congestion Experienced (set by switches on data packets and probes). On an ACK or
+    /// NACK: the echo of the acknowledged data packet's mark (ECE); on a probe reply: the
+    /// probe's.
     pub ce: bool,
     /// ACK/NACK: the receiver asks the sender's congestion control to react (DCQCN CNP).
     pub cnp: bool,

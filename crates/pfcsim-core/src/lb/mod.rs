@@ -39,8 +39,10 @@ pub mod conweave;
 pub mod drb;
 pub mod drill;
 pub mod ecmp;
+pub mod host;
 pub mod hula;
 pub mod letflow;
+pub mod presto;
 #[cfg(test)]
 pub mod probe;
 pub mod rps;
@@ -58,6 +60,7 @@ pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
 pub use hula::{Hula, HulaConfig};
 pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
+pub use presto::{Presto, PrestoConfig, Resequencing};
 pub use rps::{Rps, RpsConfig};
 
 /// Largest accepted `table_size` of a scheme's flow or flowlet table.
@@ -187,6 +190,8 @@ pub enum LbConfig {
     /// RTT-probed rerouting at the source ToR with reordering at the destination ToR (ConWeave).
     #[serde(rename = "conweave")]
     ConWeave(ConWeaveConfig),
+    /// Host-side: flowcells round robin over the paths, resequenced at the receiver (Presto).
+    Presto(PrestoConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -243,6 +248,11 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "the source ToR reroutes a flow when its RTT probe is late (epochs, TAIL/CLEAR, ECN-filtered paths); the destination ToR restores order in bounded reorder queues",
             LbConfig::ConWeave(ConWeaveConfig::default()),
         ),
+        (
+            "presto",
+            "host-side: 64 KB flowcells sent round robin over the paths; the receiver resequences between flowcells",
+            LbConfig::Presto(PrestoConfig::default()),
+        ),
     ]
 }
 
@@ -257,6 +267,7 @@ impl LbConfig {
             LbConfig::Conga(_) => "conga",
             LbConfig::Hula(_) => "hula",
             LbConfig::ConWeave(_) => "conweave",
+            LbConfig::Presto(_) => "presto",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
@@ -271,6 +282,7 @@ impl LbConfig {
             LbConfig::Conga(c) => c.validate(),
             LbConfig::Hula(c) => c.validate(),
             LbConfig::ConWeave(c) => c.validate(),
+            LbConfig::Presto(c) => c.validate(),
             _ => Ok(()),
         }
     }
@@ -305,6 +317,23 @@ impl LbConfig {
         matches!(self, LbConfig::Conga(c) if c.feedback_on_acks)
     }
 
+    /// The host-side part of the scheme for a run of `flows` flows (`None`: the scheme runs in
+    /// the switches only).
+    pub fn host_side(&self, flows: usize) -> Option<host::HostLb> {
+        match self {
+            LbConfig::Presto(c) => Some(host::HostLb::Presto(Box::new(Presto::new(c, flows)))),
+            _ => None,
+        }
+    }
+
+    /// The resequencing buffer the scheme puts in front of the receivers' transport, if any.
+    pub fn resequencing(&self) -> Option<Resequencing> {
+        match self {
+            LbConfig::Presto(c) => c.resequencing(),
+            _ => None,
+        }
+    }
+
     /// The instance of the scheme for switch `fabric.node` (node ids are `0..fabric.nodes`;
     /// schemes with per-destination state size their tables with it).
     ///
@@ -320,6 +349,8 @@ impl LbConfig {
             LbConfig::Conga(c) => SwitchLb::Conga(Box::new(Conga::new(c, fabric))),
             LbConfig::Hula(c) => SwitchLb::Hula(Box::new(Hula::new(c, fabric))),
             LbConfig::ConWeave(c) => SwitchLb::ConWeave(Box::new(ConWeave::new(c, fabric))),
+            // Host-side schemes: switches honour the senders' path tags and hash the rest.
+            LbConfig::Presto(_) => SwitchLb::Ecmp(Ecmp::new(&EcmpConfig::default(), node)),
             #[cfg(test)]
             LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }

@@ -19,6 +19,7 @@
 
 use super::{Event, FlowSpec, Simulation, CONTROL_PRIO};
 use crate::dcqcn::Dcqcn;
+use crate::lb::host::{AckEcho, FlowInfo};
 use crate::metrics::FlowRecord;
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::sim::CcConfig;
@@ -181,6 +182,25 @@ impl FlowState {
         }
     }
 
+    /// Next byte the receiver expects.
+    pub(super) fn expected(&self) -> u64 {
+        self.expected
+    }
+
+    /// What host-side schemes see of the flow.
+    fn info(&self) -> FlowInfo {
+        FlowInfo {
+            id: self.id,
+            src: self.spec.src,
+            dst: self.spec.dst,
+            size: self.spec.size,
+            start: self.spec.start,
+            snd_una: self.snd_una,
+            high_sent: self.high_sent,
+            priority: self.spec.priority,
+        }
+    }
+
     /// The flow's measurement record.
     pub(super) fn record(&self) -> FlowRecord {
         let s = &self.spec;
@@ -269,6 +289,10 @@ impl Simulation {
         flow.next_avail = self.now;
         flow.pause_mark = mark;
         self.hosts[h as usize].active.push(f);
+        if self.host_side.is_some() {
+            let info = self.flows[f as usize].info();
+            self.host_lb_flow_start(h, info);
+        }
         self.mark_sending(h, f);
         self.host_kick(h);
     }
@@ -301,6 +325,13 @@ impl Simulation {
         // references, whatever the switches do with them).
         if port.nonempty & (1 << CONTROL_PRIO) != 0 {
             let pid = port.dequeue(CONTROL_PRIO, &mut self.arena, self.now);
+            self.start_tx(p, pid);
+            return;
+        }
+        // Probes of a host-side scheme wait in the data priorities' queues (obeying PFC).
+        let probes = port.nonempty & !port.paused & !(1 << CONTROL_PRIO);
+        if probes != 0 {
+            let pid = port.dequeue(probes.trailing_zeros() as u8, &mut self.arena, self.now);
             self.start_tx(p, pid);
             return;
         }
@@ -351,6 +382,14 @@ impl Simulation {
             let prio = self.flows[f as usize].spec.priority;
             self.ports[p as usize].pause_clock(prio, now)
         };
+        let path_tag = match self.flows[f as usize].spec.path_tag {
+            0 if self.host_side.is_some() => {
+                let flow = &self.flows[f as usize];
+                let (info, seq) = (flow.info(), flow.snd_nxt);
+                self.host_lb_path_tag(h, info, seq)
+            }
+            pinned => pinned,
+        };
         let flow = &mut self.flows[f as usize];
         let seq = flow.snd_nxt;
         let payload = payload_max.min(flow.spec.size - seq);
@@ -361,7 +400,7 @@ impl Simulation {
         pkt.sport = flow.sport;
         pkt.dport = flow.spec.dport;
         pkt.priority = flow.spec.priority;
-        pkt.lb.path_tag = flow.spec.path_tag;
+        pkt.lb.path_tag = path_tag;
         pkt.seq = seq;
         pkt.payload = payload as u16;
         pkt.wire_bytes = payload as u16 + header;
@@ -419,8 +458,8 @@ impl Simulation {
         let rto = self.cfg.nic.rto;
         let mut next = Time::MAX;
         let mut resend = false;
-        let host = &self.hosts[h as usize];
-        for &f in &host.active {
+        for i in 0..self.hosts[h as usize].active.len() {
+            let f = self.hosts[h as usize].active[i];
             let flow = &mut self.flows[f as usize];
             if flow.snd_una >= flow.high_sent {
                 continue; // nothing outstanding
@@ -430,8 +469,12 @@ impl Simulation {
                 flow.snd_nxt = flow.snd_una;
                 flow.rto_deadline = self.now + rto;
                 resend = true;
+                if self.host_side.is_some() {
+                    let info = flow.info();
+                    self.host_lb_timeout(h, info);
+                }
             }
-            next = next.min(flow.rto_deadline);
+            next = next.min(self.flows[f as usize].rto_deadline);
         }
         if next < Time::MAX {
             self.hosts[h as usize].rto_at = next;
@@ -456,15 +499,16 @@ impl Simulation {
         match pkt.kind {
             PacketKind::Data => self.receive_data(h, &pkt),
             PacketKind::Ack | PacketKind::Nack => self.receive_ack(h, &pkt),
+            PacketKind::Probe => self.answer_probe(h, &pkt),
+            PacketKind::ProbeReply => self.probe_replied(h, &pkt),
             PacketKind::LbControl => {}
             PacketKind::Pause | PacketKind::Resume => unreachable!("PFC frames are handled first"),
         }
     }
 
-    /// Receiver side: accept in order, NACK on a gap, re-ACK duplicates.
+    /// A data packet reached its receiver: measure it, then hand it to the resequencing
+    /// buffer of a host-side scheme that has one (`reseq.rs`), or to the transport.
     fn receive_data(&mut self, h: u32, pkt: &Packet) {
-        let now = self.now;
-        let nic = &self.cfg.nic;
         let flow = &mut self.flows[pkt.flow as usize];
         debug_assert_eq!(self.hosts[h as usize].node, flow.spec.dst);
         // Measurements over every data packet that reaches the receiver.
@@ -483,6 +527,18 @@ impl Simulation {
             flow.paths[flow.rec.paths_used as usize] = pkt.path_sig;
             flow.rec.paths_used += 1;
         }
+        if self.reseq.is_some() {
+            self.resequence(h, pkt);
+        } else {
+            self.transport_receive(h, pkt);
+        }
+    }
+
+    /// Receiver side of the transport: accept in order, NACK on a gap, re-ACK duplicates.
+    pub(super) fn transport_receive(&mut self, h: u32, pkt: &Packet) {
+        let now = self.now;
+        let nic = &self.cfg.nic;
+        let flow = &mut self.flows[pkt.flow as usize];
 
         let reply = if pkt.seq == flow.expected {
             flow.expected += pkt.payload as u64;
@@ -525,6 +581,11 @@ impl Simulation {
             ack.priority = pkt.priority;
             ack.seq = flow.expected;
             ack.cnp = cnp;
+            // Echoes for host-side schemes: the packet's mark (ECE) and its path.
+            ack.ce = pkt.ce;
+            if self.host_side.is_some() {
+                ack.lb.path_tag = pkt.lb.path_tag;
+            }
             ack.wire_bytes = nic.control_bytes;
             ack.sent_at = pkt.sent_at;
             let p = self.hosts[h as usize].port;
@@ -544,7 +605,20 @@ impl Simulation {
         if flow.finished.is_some() {
             return;
         }
+        let newly_acked = pkt.seq.saturating_sub(flow.snd_una);
         flow.snd_una = flow.snd_una.max(pkt.seq);
+        if self.host_side.is_some() {
+            let echo = AckEcho {
+                nack: pkt.kind == PacketKind::Nack,
+                path_tag: pkt.lb.path_tag,
+                ce: pkt.ce,
+                rtt: now.saturating_sub(pkt.sent_at),
+                newly_acked,
+            };
+            let info = flow.info();
+            self.host_lb_ack(h, info, echo);
+        }
+        let flow = &mut self.flows[f as usize];
         if pkt.cnp {
             flow.rec.cnps_received += 1;
             if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
@@ -555,6 +629,11 @@ impl Simulation {
         }
         if flow.snd_una >= flow.spec.size {
             flow.finished = Some(now);
+            if self.host_side.is_some() {
+                let info = flow.info();
+                self.host_lb_flow_end(h, info);
+            }
+            let flow = &mut self.flows[f as usize];
             self.flows_finished += 1;
             self.all_finished = self.flows_finished == n_flows;
             let host = &mut self.hosts[h as usize];

@@ -16,6 +16,8 @@
 mod faults;
 mod hold;
 mod host;
+mod host_lb;
+mod reseq;
 mod switch;
 #[cfg(test)]
 mod tests;
@@ -285,6 +287,10 @@ enum Event {
     Fault(u32),
     /// Routing has reconverged after the link failure of fault `i`.
     Reconverge(u32),
+    /// A host-side load balancer's timer on host `h` (host index).
+    HostLbTimer(u32, u64),
+    /// The resequencing timer of flow `f` at its receiver.
+    ReseqTimeout(u32),
 }
 
 impl Event {
@@ -300,6 +306,8 @@ impl Event {
             Event::LbTimer(s, t) => 7 << 60 | (s as u64) << 40 ^ t,
             Event::Fault(i) => 8 << 60 | i as u64,
             Event::Reconverge(i) => 9 << 60 | i as u64,
+            Event::HostLbTimer(h, t) => 10 << 60 | (h as u64) << 40 ^ t,
+            Event::ReseqTimeout(f) => 11 << 60 | f as u64,
         }
     }
 }
@@ -368,6 +376,10 @@ pub struct Simulation {
     faults: faults::FaultState,
     /// Reorder queues, if the scheme holds packets (`hold.rs`).
     held: Option<Box<hold::HeldQueues>>,
+    /// The host-side part of the scheme, if it has one (`host_lb.rs`).
+    host_side: Option<Box<host_lb::HostSide>>,
+    /// The receivers' resequencing buffer, if the scheme has one (`reseq.rs`).
+    reseq: Option<Box<reseq::Resequencer>>,
 }
 
 impl Simulation {
@@ -539,7 +551,24 @@ impl Simulation {
             seed,
             faults: faults::FaultState::default(),
             held: None,
+            host_side: None,
+            reseq: None,
         };
+        let n_flows = sim.flows.len();
+        if let Some(lb) = sim.cfg.lb.host_side(n_flows) {
+            let host_nodes: Vec<u32> = sim.hosts.iter().map(|h| h.node).collect();
+            sim.host_side = Some(Box::new(host_lb::HostSide::new(
+                lb,
+                &sim.switches,
+                &sim.ports,
+                &host_nodes,
+                n,
+                seed,
+            )));
+        }
+        if let Some(rule) = sim.cfg.lb.resequencing() {
+            sim.reseq = Some(Box::new(reseq::Resequencer::new(rule, n_flows)));
+        }
         let per_port = sim.cfg.lb.reorder_queues_per_port();
         if per_port > 0 {
             let host = |p: &PortState| sim.host_index[p.peer_node as usize] != u32::MAX;
@@ -551,6 +580,7 @@ impl Simulation {
             sim.events.schedule(f.spec.start, Event::FlowStart);
         }
         sim.lb_start();
+        sim.host_lb_start();
         Ok(sim)
     }
 
@@ -606,6 +636,8 @@ impl Simulation {
             Event::LbTimer(s, token) => self.lb_timer(s, token),
             Event::Fault(i) => self.fault_starts(i),
             Event::Reconverge(i) => self.reconverge(i),
+            Event::HostLbTimer(h, token) => self.host_lb_timer(h, token),
+            Event::ReseqTimeout(f) => self.reseq_timeout(f),
         }
     }
 
@@ -772,7 +804,8 @@ impl Simulation {
                 rec
             })
             .collect();
-        let held_packets = self.held.as_ref().map_or(0, |h| h.packets_held());
+        let held_packets = self.held.as_ref().map_or(0, |h| h.packets_held())
+            + self.reseq.as_ref().map_or(0, |r| r.packets_held());
         let reorder_log = self
             .held
             .map(|h| h.finish(&mut ports, now, self.measure_from));
@@ -796,6 +829,8 @@ impl Simulation {
             drops_black_hole: self.faults.drops.black_hole,
             drops_link_down: self.faults.drops.link_down,
             drops_no_route: self.faults.drops.no_route,
+            resequenced_packets: self.reseq.as_ref().map_or(0, |r| r.resequenced),
+            reseq_flushed_packets: self.reseq.as_ref().map_or(0, |r| r.flushed),
             flows_total: self.flows.len() as u64,
             flows_finished: self.flows_finished,
             fingerprint: self.fingerprint.value(),

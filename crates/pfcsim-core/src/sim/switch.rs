@@ -423,7 +423,7 @@ impl Simulation {
             let p = sw.ports.start + in_local as u32;
             self.fault_drop(pid, super::faults::DropCause::NoRoute, p);
             return;
-        } else if pinned != 0 && pkt.kind == PacketKind::Data && pkt.hop < 4 {
+        } else if pinned != 0 && pkt.kind.follows_path_tag() && pkt.hop < 4 {
             candidates[(pinned as usize - 1) % count as usize]
         } else if pkt.kind == PacketKind::Data {
             sw.with_scheme(
@@ -519,7 +519,7 @@ impl Simulation {
                 resume = Some(sw.ports.start + in_local as u32);
             }
         }
-        if pkt.kind == PacketKind::Data {
+        if pkt.kind.follows_path_tag() {
             if queue_after > kmin {
                 let mark = queue_after >= kmax || {
                     let prob = pmax * (queue_after - kmin) as f64 / (kmax - kmin) as f64;
@@ -530,9 +530,11 @@ impl Simulation {
                     self.ports[p as usize].rec.ecn_marks += 1;
                 }
             }
-            sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
-                lb.on_dequeue(ctx, out_local, pkt)
-            });
+            if pkt.kind == PacketKind::Data {
+                sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+                    lb.on_dequeue(ctx, out_local, pkt)
+                });
+            }
             if Some(out_local) != sw.loopback {
                 pkt.hop = pkt.hop.wrapping_add(1);
             }

@@ -1,0 +1,249 @@
+//! The hosts' side of host-side load balancing (`lb/host.rs`): the path table, the scheme's
+//! calls and actions, and probes.
+
+use super::{Event, PortState, Simulation, Switch, CONTROL_PRIO};
+use crate::engine::{rng_stream, Rng, StreamKind};
+use crate::lb::host::{AckEcho, FlowInfo, HostAction, HostCtx, HostFabric, HostLb, ProbeEcho};
+use crate::lb::NO_TOR;
+use crate::packet::{Packet, PacketKind};
+
+/// The run's host-side scheme with what it works on.
+pub(super) struct HostSide {
+    lb: HostLb,
+    fabric: HostFabric,
+    /// One RNG stream per host (by host index).
+    rngs: Vec<Rng>,
+    actions: Vec<HostAction>,
+}
+
+impl HostSide {
+    pub(super) fn new(
+        lb: HostLb,
+        switches: &[Switch],
+        ports: &[PortState],
+        host_nodes: &[u32],
+        nodes: usize,
+        seed: u64,
+    ) -> HostSide {
+        HostSide {
+            lb,
+            fabric: path_table(switches, ports, host_nodes, nodes),
+            rngs: (0..host_nodes.len())
+                .map(|h| rng_stream(seed, StreamKind::Host, h as u64))
+                .collect(),
+            actions: Vec::new(),
+        }
+    }
+}
+
+/// The paths between every two ToRs, walked through the switches' routing tables: at every
+/// switch hop with more than one next hop towards the destination ToR, one path per next hop
+/// (tag byte `h` = choice + 1), in the order of the switches' ports; up to
+/// [`crate::lb::host::MAX_PATHS`] per pair, and choices past the fourth switch hop are left
+/// to the switches (the tag has four bytes).
+fn path_table(
+    switches: &[Switch],
+    ports: &[PortState],
+    host_nodes: &[u32],
+    nodes: usize,
+) -> HostFabric {
+    let mut tor_of = vec![NO_TOR; nodes];
+    let mut tor_switch = Vec::new(); // switch index of each ToR
+    let mut tor_host = Vec::new(); // host index of one host under each ToR
+    let switch_of_node = |node: u32| switches.iter().position(|s| s.node == node);
+    for (h, &node) in host_nodes.iter().enumerate() {
+        let port = &ports[ports
+            .iter()
+            .position(|p| p.node == node)
+            .expect("a host has a port")];
+        let tor = port.peer_node;
+        let t = match tor_switch
+            .iter()
+            .position(|&s: &usize| switches[s].node == tor)
+        {
+            Some(t) => t,
+            None => {
+                tor_switch.push(switch_of_node(tor).expect("hosts hang off switches"));
+                tor_host.push(h);
+                tor_switch.len() - 1
+            }
+        };
+        tor_of[node as usize] = t as u32;
+    }
+    let tors = tor_switch.len() as u32;
+    let index_of_node: Vec<Option<usize>> = {
+        let mut v = vec![None; nodes];
+        for (i, s) in switches.iter().enumerate() {
+            v[s.node as usize] = Some(i);
+        }
+        v
+    };
+    HostFabric::new(nodes as u32, tor_of, tors, |a, b| {
+        if a == b {
+            return vec![0];
+        }
+        let dst_host = tor_host[b as usize];
+        let dst_switch = tor_switch[b as usize];
+        let mut tags = Vec::new();
+        // Depth-first over (switch, hop, tag so far).
+        let mut stack = vec![(tor_switch[a as usize], 0u32, 0u32)];
+        while let Some((s, hop, tag)) = stack.pop() {
+            if s == dst_switch {
+                tags.push(tag);
+                continue;
+            }
+            let sw = &switches[s];
+            let (offset, count) = sw.routes[dst_host];
+            let hops = &sw.next_hops[offset as usize..offset as usize + count as usize];
+            // Pushed in reverse so that paths come out in port order.
+            for (c, &local) in hops.iter().enumerate().rev() {
+                let peer = ports[(sw.ports.start + local as u32) as usize].peer_node;
+                let Some(next) = index_of_node[peer as usize] else {
+                    continue; // a host: not on a switch-to-switch path
+                };
+                let tag = if count > 1 && hop < 4 {
+                    tag | (c as u32 + 1) << (8 * hop)
+                } else {
+                    tag
+                };
+                stack.push((next, hop + 1, tag));
+            }
+        }
+        tags
+    })
+}
+
+impl Simulation {
+    /// Calls a hook of the host-side scheme for host `h` and carries out its actions.
+    fn with_host_lb(&mut self, h: u32, hook: impl FnOnce(&mut HostLb, &mut HostCtx)) {
+        let Some(side) = self.host_side.as_deref_mut() else {
+            return;
+        };
+        let mut ctx = HostCtx {
+            now: self.now,
+            host: self.hosts[h as usize].node,
+            fabric: &side.fabric,
+            rng: &mut side.rngs[h as usize],
+            actions: &mut side.actions,
+        };
+        hook(&mut side.lb, &mut ctx);
+        if !side.actions.is_empty() {
+            self.apply_host_actions(h);
+        }
+    }
+
+    fn apply_host_actions(&mut self, h: u32) {
+        let side = self.host_side.as_deref_mut().expect("host-side scheme");
+        let mut actions = std::mem::take(&mut side.actions);
+        for action in actions.drain(..) {
+            match action {
+                HostAction::SetTimer { at, token } => {
+                    self.events.schedule(at, Event::HostLbTimer(h, token));
+                }
+                HostAction::SendProbe {
+                    to_host,
+                    path_tag,
+                    priority,
+                    meta,
+                } => self.send_probe(h, to_host, path_tag, priority, meta),
+            }
+        }
+        self.host_side
+            .as_deref_mut()
+            .expect("host-side scheme")
+            .actions = actions;
+    }
+
+    /// Gives the host-side scheme its `on_start` call for every host.
+    pub(super) fn host_lb_start(&mut self) {
+        if self.host_side.is_some() {
+            for h in 0..self.hosts.len() as u32 {
+                self.with_host_lb(h, |lb, ctx| lb.on_start(ctx));
+            }
+        }
+    }
+
+    pub(super) fn host_lb_timer(&mut self, h: u32, token: u64) {
+        self.with_host_lb(h, |lb, ctx| lb.on_timer(ctx, token));
+    }
+
+    pub(super) fn host_lb_flow_start(&mut self, h: u32, flow: FlowInfo) {
+        self.with_host_lb(h, |lb, ctx| lb.on_flow_start(ctx, &flow));
+    }
+
+    pub(super) fn host_lb_flow_end(&mut self, h: u32, flow: FlowInfo) {
+        self.with_host_lb(h, |lb, ctx| lb.on_flow_end(ctx, &flow));
+    }
+
+    pub(super) fn host_lb_timeout(&mut self, h: u32, flow: FlowInfo) {
+        self.with_host_lb(h, |lb, ctx| lb.on_timeout(ctx, &flow));
+    }
+
+    pub(super) fn host_lb_ack(&mut self, h: u32, flow: FlowInfo, echo: AckEcho) {
+        self.with_host_lb(h, |lb, ctx| lb.on_ack(ctx, &flow, &echo));
+    }
+
+    /// The path tag host `h`'s scheme gives the data packet of `flow` starting at byte `seq`.
+    #[inline]
+    pub(super) fn host_lb_path_tag(&mut self, h: u32, flow: FlowInfo, seq: u64) -> u32 {
+        let mut tag = 0;
+        self.with_host_lb(h, |lb, ctx| tag = lb.path_tag(ctx, &flow, seq));
+        tag
+    }
+
+    /// Queues a probe from host `h` in its NIC's data-priority queue.
+    fn send_probe(&mut self, h: u32, to_host: u32, path_tag: u32, priority: u8, meta: u32) {
+        let host = &self.hosts[h as usize];
+        let mut pkt = Packet::new(PacketKind::Probe);
+        pkt.src = host.node;
+        pkt.dst = to_host;
+        pkt.flow = u32::MAX;
+        pkt.priority = priority;
+        pkt.lb.path_tag = path_tag;
+        pkt.lb.meta = meta;
+        // Entropy for the switches' hash at hops the tag leaves open.
+        pkt.sport = meta as u16;
+        pkt.dport = (meta >> 16) as u16;
+        pkt.wire_bytes = self.cfg.nic.control_bytes;
+        pkt.sent_at = self.now;
+        let p = host.port;
+        let pid = self.arena.alloc(pkt);
+        let now = self.now;
+        let pkt = self.arena.get_mut(pid);
+        self.ports[p as usize].enqueue(priority, pid, pkt, now);
+        self.try_send(p);
+    }
+
+    /// A probe reached host `h`: answer it at once, like an ACK.
+    pub(super) fn answer_probe(&mut self, h: u32, probe: &Packet) {
+        let mut reply = Packet::new(PacketKind::ProbeReply);
+        reply.src = probe.dst;
+        reply.dst = probe.src;
+        reply.flow = u32::MAX;
+        reply.sport = probe.dport;
+        reply.dport = probe.sport;
+        reply.priority = probe.priority;
+        reply.lb = probe.lb;
+        reply.ce = probe.ce;
+        reply.sent_at = probe.sent_at;
+        reply.wire_bytes = self.cfg.nic.control_bytes;
+        let p = self.hosts[h as usize].port;
+        let pid = self.arena.alloc(reply);
+        let now = self.now;
+        let reply = self.arena.get_mut(pid);
+        self.ports[p as usize].enqueue(CONTROL_PRIO, pid, reply, now);
+        self.try_send(p);
+    }
+
+    /// A probe reply reached host `h`, the probe's sender.
+    pub(super) fn probe_replied(&mut self, h: u32, reply: &Packet) {
+        let echo = ProbeEcho {
+            to_host: reply.src,
+            path_tag: reply.lb.path_tag,
+            ce: reply.ce,
+            rtt: self.now.saturating_sub(reply.sent_at),
+            meta: reply.lb.meta,
+        };
+        self.with_host_lb(h, |lb, ctx| lb.on_probe_reply(ctx, &echo));
+    }
+}

@@ -1,0 +1,154 @@
+//! Host-side schemes end to end: each test fails if the mechanism it names is removed.
+
+use pfcsim_core::run::run_scenario;
+use pfcsim_core::sim::RunOutput;
+use pfcsim_core::spec::{Scenario, Spec};
+use std::ops::ControlFlow;
+use std::path::Path;
+
+/// 2 leaves x 4 spines x 2 hosts (hosts 0-3, leaves 4-5, spines 6-9), 100 Gbps and 1 us
+/// links, PFC on, line-rate senders, drained to the end; then `extra`.
+fn run(extra: &str) -> RunOutput {
+    let text = format!(
+        r#"
+        seed = 5
+        [topology]
+        kind = "leaf_spine"
+        leaves = 2
+        spines = 4
+        hosts_per_leaf = 2
+        host_link = {{ rate = "100Gbps", delay = "1us" }}
+        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
+        [cc]
+        kind = "none"
+        [run]
+        stop_when_done = false
+        {extra}
+        "#
+    );
+    let spec = Spec::from_toml(&text, "host_schemes.toml").unwrap_or_else(|e| panic!("{e}"));
+    let scenario = Scenario::prepare(spec, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    run_scenario(scenario, &mut |_| ControlFlow::Continue(())).unwrap()
+}
+
+/// One 1 MB flow from host 0 to host 2 (16 flowcells of 64 KB).
+const ONE_FLOW: &str = r#"
+    [[traffic]]
+    kind = "scripted"
+    flows = [{ src = 0, dst = 2, size = "1MB" }]
+"#;
+
+/// The path through spine 0 runs at half rate, so a flowcell sent on it arrives later than
+/// the start of the next one, sent right after it on another spine.
+const SLOW_SPINE: &str = r#"
+    [[faults]]
+    kind = "link_rate"
+    link = ["leaf:0", "spine:0"]
+    rate = "50Gbps"
+"#;
+
+fn retransmitted(out: &RunOutput) -> u64 {
+    out.flows.iter().map(|f| f.retransmitted_bytes).sum()
+}
+
+fn assert_complete(out: &RunOutput) {
+    let s = &out.stats;
+    assert_eq!(s.flows_finished, s.flows_total);
+    assert_eq!(s.bytes_delivered, s.bytes_offered);
+    assert_eq!(s.packets_dropped, 0);
+    assert_eq!(out.held_packets, 0, "nothing left in resequencing buffers");
+}
+
+#[test]
+fn presto_sends_successive_flowcells_on_successive_paths() {
+    let out = run(&format!("{ONE_FLOW}\n[lb]\nscheme = \"presto\"\n"));
+    assert_complete(&out);
+    let f = &out.flows[0];
+    assert_eq!(f.paths_used, 4, "the flowcells cover the 4 spines");
+    // 16 flowcells, each on the next path: the path changes at every cell boundary only.
+    assert_eq!(f.path_changes, 15);
+    assert_eq!(retransmitted(&out), 0, "equal paths: no reordering");
+
+    // Smaller flowcells: more changes, same paths.
+    let out = run(&format!(
+        "{ONE_FLOW}\n[lb]\nscheme = \"presto\"\nflowcell = \"16KB\"\n"
+    ));
+    assert_eq!(
+        out.flows[0].path_changes,
+        1_000_000u64.div_ceil(16_000) as u32 - 1
+    );
+    // ECMP keeps the flow on one path.
+    let ecmp = run(ONE_FLOW);
+    assert_eq!(
+        (ecmp.flows[0].paths_used, ecmp.flows[0].path_changes),
+        (1, 0)
+    );
+}
+
+#[test]
+fn the_resequencing_buffer_hides_reordering_between_flowcells() {
+    let presto = |keys: &str| {
+        run(&format!(
+            "{ONE_FLOW}{SLOW_SPINE}\n[lb]\nscheme = \"presto\"\n{keys}\n"
+        ))
+    };
+
+    // Without the buffer, the later flowcell overtakes the slow one and go-back-N resends.
+    let bare = presto("resequence = false");
+    assert_complete(&bare);
+    assert!(bare.flows[0].ooo_arrivals > 0);
+    assert!(bare.flows[0].nacks_received > 0);
+    assert!(retransmitted(&bare) > 0);
+    assert_eq!(bare.stats.resequenced_packets, 0);
+
+    // With it, the receiver holds the early flowcell until the slow one is complete.
+    let held = presto("");
+    assert_complete(&held);
+    assert!(held.stats.resequenced_packets > 0, "packets were held back");
+    assert_eq!(held.stats.reseq_flushed_packets, 0);
+    assert_eq!(
+        held.flows[0].ooo_arrivals, 0,
+        "the transport saw everything in order"
+    );
+    assert_eq!(held.flows[0].nacks_received, 0);
+    assert_eq!(retransmitted(&held), 0);
+    assert!(held.flows[0].fct_ps < bare.flows[0].fct_ps);
+
+    // A timeout shorter than the reordering lets it leak through to go-back-N.
+    let leaky = presto("reorder_timeout = \"100ns\"");
+    assert_complete(&leaky);
+    assert!(
+        leaky.stats.reseq_flushed_packets > 0,
+        "the timeout flushed held packets"
+    );
+    assert!(leaky.flows[0].nacks_received > 0);
+    assert!(retransmitted(&leaky) > 0);
+
+    // So does a buffer too small for the gap.
+    let small = presto("reorder_buffer = 2");
+    assert_complete(&small);
+    assert!(
+        small.stats.reseq_flushed_packets > 0,
+        "overflow flushed held packets"
+    );
+    assert!(retransmitted(&small) > 0);
+}
+
+#[test]
+fn presto_runs_are_deterministic_and_lossless_under_load() {
+    let poisson = r#"
+        [[traffic]]
+        kind = "poisson"
+        cdf = "web_search"
+        load = 0.6
+        duration = "3ms"
+        [lb]
+        scheme = "presto"
+    "#;
+    let a = run(&format!("{poisson}{SLOW_SPINE}"));
+    let b = run(&format!("{poisson}{SLOW_SPINE}"));
+    assert_complete(&a);
+    assert_eq!(a.stats.drops_buffer, 0);
+    assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
+    assert!(a.flows.len() > 20);
+}
