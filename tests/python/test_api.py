@@ -195,6 +195,7 @@ def test_schemes_list_their_defaults() -> None:
         "conga",
         "hula",
         "conweave",
+        "presto",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}
@@ -205,6 +206,12 @@ def test_schemes_list_their_defaults() -> None:
         "decision": "every_switch",
     }
     assert schemes["drill"]["defaults"] == {"d": 2, "m": 1, "queue": "priority"}
+    assert schemes["presto"]["defaults"] == {
+        "flowcell": "64KB",
+        "resequence": True,
+        "reorder_timeout": "100us",
+        "reorder_buffer": 256,
+    }
     assert all(s["doc"] for s in schemes.values())
 
 

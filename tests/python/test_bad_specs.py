@@ -79,8 +79,8 @@ BAD_SPECS = [
     (
         "unknown scheme",
         TINY_TOML + '\n[lb]\nscheme = "magic"\n',
-        "spec.toml (line 18): lb.scheme: unknown variant `magic`, expected one of `ecmp`, "
-        "`rps`, `drb`, `letflow`, `drill`, `conga`, `hula`, `conweave`",
+        "spec.toml (line 18): lb.scheme: unknown variant `magic`, expected one of "
+        + ", ".join(f"`{s['name']}`" for s in pfcsim.schemes()),
     ),
     (
         "fault on a switch the topology lacks",

@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PrestoConfig {
-    /// Flowcell size (Presto: 64 KB, the TSO limit).
+    /// Flowcell size (Presto: 64 KB, the TSO limit; here 64,000 B, 64 packets of 1000 B
+    /// payload: write "65536B" for the exact TSO limit).
     pub flowcell: Bytes,
     /// The receiver's resequencing buffer is on (Presto's GRO); off, every reordering between
     /// flowcells reaches go-back-N.
@@ -42,7 +43,7 @@ pub struct PrestoConfig {
 impl Default for PrestoConfig {
     fn default() -> Self {
         PrestoConfig {
-            flowcell: Bytes(65_536),
+            flowcell: Bytes(64_000),
             resequence: true,
             reorder_timeout: Time::from_us(100),
             reorder_buffer: 256,
@@ -137,12 +138,12 @@ mod tests {
         };
         let first = tag(&mut presto, &mut host, 0);
         // Every packet of a flowcell shares its path ...
-        for seq in (0..65_536).step_by(1000) {
+        for seq in (0..64_000).step_by(1000) {
             assert_eq!(tag(&mut presto, &mut host, seq), first);
         }
         // ... and successive flowcells take successive paths, wrapping around.
         let cells: Vec<u32> = (0..8)
-            .map(|k| tag(&mut presto, &mut host, k * 65_536))
+            .map(|k| tag(&mut presto, &mut host, k * 64_000))
             .collect();
         for (k, &cell) in cells.iter().enumerate() {
             assert_eq!(cell, (first - 1 + k as u32) % 4 + 1, "cell {k}");
