@@ -101,6 +101,12 @@ fn new_small_flows_avoid_a_path_that_turned_bad() {
         "{}",
         small_on_spine0(&presto)
     );
+    // Without probes host 0 learns only from its own flows: the first one there finds out.
+    let blind = run(&format!(
+        "{traffic}{fault}[lb]\nscheme = \"hermes\"\nprobe = false\n"
+    ));
+    assert_complete(&blind);
+    assert!(small_on_spine0(&blind) >= 50, "{}", small_on_spine0(&blind));
     let fct = |out: &RunOutput| -> u64 {
         out.flows
             .iter()
@@ -153,7 +159,12 @@ fn a_large_flow_moves_off_a_bad_path_only_when_slow() {
 /// is its rack's agent and probes host 2) fail the path, and later flows avoid it.
 fn black_hole(fraction: f64) -> (RunOutput, String) {
     let flows: Vec<String> = (0..30)
-        .map(|k| format!(r#"{{ src = 0, dst = 2, size = "100KB", start = "{}us" }}"#, 200 * k))
+        .map(|k| {
+            format!(
+                r#"{{ src = 0, dst = 2, size = "100KB", start = "{}us" }}"#,
+                200 * k
+            )
+        })
         .collect();
     let traffic = scripted(&flows.join(", "));
     let fault = format!(
@@ -161,7 +172,10 @@ fn black_hole(fraction: f64) -> (RunOutput, String) {
     );
     let out = run(&format!("{traffic}{fault}[lb]\nscheme = \"hermes\"\n"));
     assert_complete(&out);
-    assert!(out.stats.drops_black_hole > 0, "some packets went there first");
+    assert!(
+        out.stats.drops_black_hole > 0,
+        "some packets went there first"
+    );
     // Flows that started once the path had failed never lost a packet.
     let late: Vec<_> = out
         .flows

@@ -981,3 +981,454 @@ fn pick_min<K: PartialOrd + Copy>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lb::host::TestHost;
+
+    const US: u64 = 1_000;
+
+    fn hermes(host: &TestHost, cfg: &HermesConfig, flows: usize) -> Hermes {
+        Hermes::new(cfg, &host.fabric, flows)
+    }
+
+    /// `n` probe replies at `t_ns` on path tag `tag` (ToR 1), with this RTT and mark, at
+    /// host 0 (its rack's agent): every host of rack 0 learns them.
+    fn probe_replies(
+        h: &mut Hermes,
+        host: &mut TestHost,
+        t_ns: u64,
+        tag: u32,
+        rtt_us: u64,
+        ce: bool,
+        n: u32,
+    ) {
+        for k in 0..n {
+            let echo = ProbeEcho {
+                to_host: 2,
+                path_tag: tag,
+                ce,
+                rtt: Time::from_us(rtt_us),
+                meta: 0,
+            };
+            h.on_probe_reply(&mut host.ctx(t_ns + k as u64), &echo);
+        }
+    }
+
+    fn flow(id: u32, high_sent: u64) -> FlowInfo {
+        FlowInfo {
+            high_sent,
+            snd_una: high_sent,
+            ..TestHost::flow(id, 10_000_000)
+        }
+    }
+
+    fn ack(
+        h: &mut Hermes,
+        host: &mut TestHost,
+        t_ns: u64,
+        f: &FlowInfo,
+        tag: u32,
+        rtt_us: u64,
+        ce: bool,
+        acked: u64,
+    ) {
+        let echo = AckEcho {
+            nack: false,
+            path_tag: tag,
+            ce,
+            rtt: Time::from_us(rtt_us),
+            newly_acked: acked,
+        };
+        h.on_ack(&mut host.ctx(t_ns), f, &echo);
+    }
+
+    #[test]
+    fn paths_are_classed_by_rtt_and_ecn() {
+        let (low, high) = (Time::from_us(10), Time::from_us(22));
+        let c = |rtt: Option<u64>, ecn| classify(rtt.map(Time::from_us), ecn, low, high, 0.4);
+        assert_eq!(c(Some(9), Some(0.1)), PathClass::Good);
+        assert_eq!(c(Some(9), Some(0.5)), PathClass::Gray, "fast but marked");
+        assert_eq!(c(Some(25), Some(0.5)), PathClass::Bad);
+        assert_eq!(c(Some(25), Some(0.1)), PathClass::Gray, "slow but unmarked");
+        assert_eq!(
+            c(Some(15), Some(0.0)),
+            PathClass::Gray,
+            "between the RTT thresholds"
+        );
+        // Too few samples for an ECN fraction: the RTT alone decides.
+        assert_eq!(c(Some(9), None), PathClass::Good);
+        assert_eq!(c(Some(25), None), PathClass::Bad);
+        assert_eq!(c(None, None), PathClass::Gray, "unknown");
+    }
+
+    #[test]
+    fn thresholds_scale_with_the_pairs_base_rtt() {
+        let host = TestHost::new(4);
+        // Base RTT 8 us, bottleneck 100 Gbps: 25 KB drain in 2 us, 175 KB in 14 us.
+        let h = hermes(&host, &HermesConfig::default(), 1);
+        let th = h.th(0, 1);
+        assert_eq!(
+            (th.low, th.high, th.better),
+            (Time::from_us(10), Time::from_us(22), Time::from_us(10))
+        );
+        assert!((th.max_rate - 0.3 * 12.5e9).abs() < 1.0);
+        let fixed = HermesConfig {
+            rtt_low: RttThreshold::Fixed(Time::from_us(30)),
+            ..Default::default()
+        };
+        assert_eq!(hermes(&host, &fixed, 1).th(0, 1).low, Time::from_us(30));
+        // Spec strings: a time is the threshold, a size the queue above the base RTT.
+        let cfg: HermesConfig = toml::from_str("rtt_low = \"12us\"\nrtt_high = \"200KB\"").unwrap();
+        assert_eq!(cfg.rtt_low, RttThreshold::Fixed(Time::from_us(12)));
+        assert_eq!(cfg.rtt_high, RttThreshold::Queue(Bytes(200_000)));
+        assert!(toml::from_str::<HermesConfig>("rtt_low = \"fast\"").is_err());
+    }
+
+    #[test]
+    fn new_flows_take_good_paths_then_gray_then_bad() {
+        let mut host = TestHost::new(4);
+        let mut h = hermes(&host, &HermesConfig::default(), 8);
+        // Path 1 bad, path 2 gray, paths 3 and 4 good.
+        probe_replies(&mut h, &mut host, 0, 1, 30, true, 20);
+        probe_replies(&mut h, &mut host, 100, 2, 15, false, 20);
+        probe_replies(&mut h, &mut host, 200, 3, 9, false, 20);
+        probe_replies(&mut h, &mut host, 300, 4, 9, false, 20);
+        let class: Vec<_> = (0..4)
+            .map(|i| h.class(0, 1, i, Time::from_ns(400)))
+            .collect();
+        assert_eq!(
+            class,
+            [
+                PathClass::Bad,
+                PathClass::Gray,
+                PathClass::Good,
+                PathClass::Good
+            ]
+        );
+        // Good paths, fewest flows first: the first two flows split over 3 and 4.
+        let mut tags = Vec::new();
+        for id in 0..4 {
+            let f = flow(id, 0);
+            h.on_flow_start(&mut host.ctx(400), &f);
+            tags.push(h.path_tag(&mut host.ctx(400), &f, 0));
+        }
+        assert!(tags.iter().all(|&t| t == 3 || t == 4), "{tags:?}");
+        assert_eq!(tags.iter().filter(|&&t| t == 3).count(), 2, "{tags:?}");
+        // No good path left (3 and 4 turn bad): gray beats bad.
+        probe_replies(&mut h, &mut host, 500, 3, 40, true, 20);
+        probe_replies(&mut h, &mut host, 600, 4, 40, true, 20);
+        let f = flow(4, 0);
+        h.on_flow_start(&mut host.ctx(700), &f);
+        assert_eq!(h.path_tag(&mut host.ctx(700), &f, 0), 2);
+    }
+
+    /// Flow 0 on path 1 (the only good path at its start); then path 1 turns bad and path 2
+    /// good. `sent` bytes sent so far; `acked` acknowledged over the last rate window.
+    fn on_bad_path(cfg: &HermesConfig, sent: u64, acked: u64) -> u32 {
+        let mut host = TestHost::new(4);
+        let mut h = hermes(&host, cfg, 1);
+        probe_replies(&mut h, &mut host, 0, 1, 9, false, 20);
+        for tag in 2..=4 {
+            probe_replies(&mut h, &mut host, 0, tag, 30, true, 20);
+        }
+        let f = flow(0, 0);
+        h.on_flow_start(&mut host.ctx(100), &f);
+        assert_eq!(h.path_tag(&mut host.ctx(100), &f, 0), 1);
+        // 2 ms later (older samples expired): path 1 is bad, path 2 good, 3 and 4 unknown.
+        let t = 2_000 * US;
+        let f = flow(0, sent);
+        ack(&mut h, &mut host, t, &f, 1, 30, true, 0);
+        for k in 1..20 {
+            ack(&mut h, &mut host, t + k, &f, 1, 30, true, 0);
+        }
+        probe_replies(&mut h, &mut host, t + 100, 2, 9, false, 20);
+        ack(&mut h, &mut host, t + 25 * US, &f, 1, 30, true, acked);
+        ack(&mut h, &mut host, t + 50 * US, &f, 1, 30, true, 0); // closes the window
+        assert_eq!(h.class(0, 1, 0, Time::from_ns(t + 50 * US)), PathClass::Bad);
+        h.path_tag(&mut host.ctx(t + 50 * US), &f, sent)
+    }
+
+    #[test]
+    fn only_large_slow_flows_move_off_a_bad_path() {
+        let cfg = HermesConfig::default();
+        // Rate window 20 us: 250 KB in 25 us is 80 Gbps, 25 KB is 8 Gbps (R: 30 Gbps).
+        assert_eq!(
+            on_bad_path(&cfg, 1_000_000, 25_000),
+            2,
+            "large and slow: moves"
+        );
+        assert_eq!(
+            on_bad_path(&cfg, 1_000_000, 250_000),
+            1,
+            "large and fast: stays"
+        );
+        assert_eq!(
+            on_bad_path(&cfg, 100_000, 25_000),
+            1,
+            "sent less than S: stays"
+        );
+        let off = HermesConfig {
+            reroute: false,
+            ..Default::default()
+        };
+        assert_eq!(on_bad_path(&off, 1_000_000, 25_000), 1);
+        // Only to a notably better path: with Δ_RTT above 30 - 9 us, path 2 is not.
+        let picky = HermesConfig {
+            rtt_better: RttThreshold::Fixed(Time::from_us(25)),
+            ..Default::default()
+        };
+        assert_eq!(
+            on_bad_path(&picky, 1_000_000, 25_000),
+            2,
+            "good paths need no margin"
+        );
+    }
+
+    #[test]
+    fn a_gray_candidate_must_be_notably_better() {
+        // Path 1 bad at 30 us; the only alternative is gray (ECN-marked) at `alt` us.
+        let run = |alt: u64| {
+            let mut host = TestHost::new(2);
+            let mut h = hermes(&host, &HermesConfig::default(), 1);
+            probe_replies(&mut h, &mut host, 0, 1, 9, false, 20);
+            probe_replies(&mut h, &mut host, 0, 2, 30, true, 20);
+            let f = flow(0, 0);
+            h.on_flow_start(&mut host.ctx(100), &f);
+            let t = 2_000 * US;
+            let f = flow(0, 1_000_000);
+            for k in 0..20 {
+                ack(&mut h, &mut host, t + k, &f, 1, 30, true, 0);
+            }
+            probe_replies(&mut h, &mut host, t + 100, 2, alt, true, 1);
+            for k in 0..20 {
+                probe_replies(&mut h, &mut host, t + 200 + k, 2, alt, false, 1);
+            }
+            ack(&mut h, &mut host, t + 50 * US, &f, 1, 30, true, 0);
+            assert_eq!(
+                h.class(0, 1, 1, Time::from_ns(t + 50 * US)),
+                PathClass::Gray
+            );
+            h.path_tag(&mut host.ctx(t + 50 * US), &f, 1_000_000)
+        };
+        assert_eq!(run(12), 2, "18 us faster than the bad path (Δ 10 us)");
+        assert_eq!(run(21), 1, "9 us faster: not worth it");
+    }
+
+    #[test]
+    fn timeouts_move_the_flow_and_fail_the_path() {
+        let mut host = TestHost::new(4);
+        let cfg = HermesConfig::default();
+        let mut h = hermes(&host, &cfg, 4);
+        let f = flow(0, 0);
+        h.on_flow_start(&mut host.ctx(0), &f);
+        let first = h.path_tag(&mut host.ctx(0), &f, 0);
+        let i = (first - 1) as u16;
+        let f = FlowInfo {
+            snd_una: 0,
+            high_sent: 50_000,
+            ..f
+        };
+        h.on_timeout(&mut host.ctx(4_000 * US), &f);
+        assert_eq!(h.class(0, 1, i, Time::from_ns(4_000 * US)), PathClass::Bad);
+        let second = h.path_tag(&mut host.ctx(4_000 * US), &f, 0);
+        assert_ne!(second, first, "a timeout moves the flow at once");
+        // A second timeout on the same path (another flow) fails it.
+        let g = flow(1, 0);
+        h.on_flow_start(&mut host.ctx(4_001 * US), &g);
+        h.flows[1].cur = i; // as if it had been there
+        h.on_timeout(
+            &mut host.ctx(4_002 * US),
+            &FlowInfo {
+                high_sent: 1000,
+                snd_una: 0,
+                ..g
+            },
+        );
+        assert_eq!(
+            h.class(0, 1, i, Time::from_ns(4_002 * US)),
+            PathClass::Failed
+        );
+        for id in 2..4 {
+            let f = flow(id, 0);
+            h.on_flow_start(&mut host.ctx(4_003 * US), &f);
+            assert_ne!(h.path_tag(&mut host.ctx(4_003 * US), &f, 0), first);
+        }
+        // Failure lasts `fail_hold`, then the path is tried again (not sticky).
+        let later = Time::from_ns(4_002 * US) + cfg.fail_hold;
+        assert_ne!(h.class(0, 1, i, later), PathClass::Failed);
+    }
+
+    #[test]
+    fn losses_fail_a_path_but_reordering_after_a_move_does_not() {
+        let mut host = TestHost::new(4);
+        let mut h = hermes(&host, &HermesConfig::default(), 1);
+        let f = flow(0, 0);
+        h.on_flow_start(&mut host.ctx(0), &f);
+        let tag = h.path_tag(&mut host.ctx(0), &f, 0);
+        let i = (tag - 1) as u16;
+        // 100 packets sent on the path.
+        for k in 1..100 {
+            h.path_tag(&mut host.ctx(k), &f, k * 1000);
+        }
+        let nack = |h: &mut Hermes, host: &mut TestHost, t: u64, una: u64| {
+            let f = FlowInfo {
+                snd_una: una,
+                high_sent: 100_000,
+                ..flow(0, 0)
+            };
+            let echo = AckEcho {
+                nack: true,
+                path_tag: tag,
+                ce: false,
+                rtt: Time::from_us(9),
+                newly_acked: 0,
+            };
+            h.on_ack(&mut host.ctx(t), &f, &echo);
+        };
+        // Pretend the flow moved here at byte 50,000: holes below it are reordering.
+        h.flows[0].from_seq = 50_000;
+        for (k, una) in [10_000, 20_000, 30_000, 40_000].into_iter().enumerate() {
+            nack(&mut h, &mut host, 200 + k as u64, una);
+        }
+        assert_ne!(h.class(0, 1, i, Time::from_ns(300)), PathClass::Failed);
+        // Holes in bytes sent on the path are losses; the same hole counts once.
+        for una in [60_000, 60_000, 60_000, 70_000] {
+            nack(&mut h, &mut host, 400, una);
+        }
+        assert_ne!(
+            h.class(0, 1, i, Time::from_ns(400)),
+            PathClass::Failed,
+            "two losses"
+        );
+        nack(&mut h, &mut host, 500, 80_000);
+        assert_eq!(
+            h.class(0, 1, i, Time::from_ns(500)),
+            PathClass::Failed,
+            "three losses in 100 packets"
+        );
+    }
+
+    #[test]
+    fn the_rack_agent_probes_and_shares_what_it_learns() {
+        let mut host = TestHost::new(4);
+        let cfg = HermesConfig::default();
+        let mut h = hermes(&host, &cfg, 0);
+        // Host 1 is not an agent: no timer.
+        host.host = 1;
+        h.on_start(&mut host.ctx(0));
+        assert!(host.actions.is_empty());
+        host.host = 0;
+        h.on_start(&mut host.ctx(0));
+        let [HostAction::SetTimer { at, .. }] = host.actions[..] else {
+            panic!("{:?}", host.actions)
+        };
+        assert!(at < Time::ZERO + cfg.probe_interval);
+        host.actions.clear();
+        // A round: two random paths and the best, distinct ones once, to host 2.
+        let mut rounds = Vec::new();
+        let mut t = 0;
+        for _ in 0..3 {
+            h.on_timer(&mut host.ctx(t), 0);
+            let probes: Vec<u32> = host
+                .actions
+                .iter()
+                .filter_map(|a| match *a {
+                    HostAction::SendProbe {
+                        to_host,
+                        path_tag,
+                        priority,
+                        ..
+                    } => {
+                        assert_eq!((to_host, priority), (2, 3));
+                        Some(path_tag)
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert!(matches!(
+                host.actions.last(),
+                Some(HostAction::SetTimer { .. })
+            ));
+            host.actions.clear();
+            rounds.push(probes);
+            t += 600 * US; // replies never come: every probe times out
+        }
+        assert!((2..=3).contains(&rounds[0].len()), "{rounds:?}");
+        // Unanswered probes are losses for the whole rack: a path probed three times fails.
+        let lost = |tag: u32| rounds.iter().flatten().filter(|&&p| p == tag).count();
+        let probed_thrice = (1..=4).find(|&tag| lost(tag) >= 3 && !rounds[2].contains(&tag));
+        if let Some(tag) = probed_thrice {
+            h.on_timer(&mut host.ctx(t), 0);
+            for node in [0, 1] {
+                assert_eq!(
+                    h.class(node, 1, (tag - 1) as u16, Time::from_ns(t)),
+                    PathClass::Failed
+                );
+            }
+        }
+        // A reply reaches every host of the rack.
+        let mut h = hermes(&host, &cfg, 0);
+        probe_replies(&mut h, &mut host, 0, 2, 30, true, 20);
+        assert_eq!(h.class(1, 1, 1, Time::from_ns(100)), PathClass::Bad);
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_the_key() {
+        let check = |cfg: HermesConfig, key: &str| {
+            let e = cfg.validate().unwrap_err();
+            assert!(e.starts_with(&format!("lb.{key}")), "{e}");
+        };
+        check(
+            HermesConfig {
+                ecn_threshold: 1.5,
+                ..Default::default()
+            },
+            "ecn_threshold",
+        );
+        check(
+            HermesConfig {
+                reroute_max_rate: -0.1,
+                ..Default::default()
+            },
+            "reroute_max_rate",
+        );
+        check(
+            HermesConfig {
+                aging: Time::ZERO,
+                ..Default::default()
+            },
+            "aging",
+        );
+        check(
+            HermesConfig {
+                probe_interval: Time::ZERO,
+                ..Default::default()
+            },
+            "probe_interval",
+        );
+        check(
+            HermesConfig {
+                probe_priority: 0,
+                ..Default::default()
+            },
+            "probe_priority",
+        );
+        check(
+            HermesConfig {
+                fail_timeouts: 0,
+                ..Default::default()
+            },
+            "fail_timeouts",
+        );
+        check(
+            HermesConfig {
+                rtt_low: RttThreshold::Queue(Bytes(200_000)),
+                ..Default::default()
+            },
+            "rtt_high",
+        );
+        assert_eq!(HermesConfig::default().validate(), Ok(()));
+    }
+}
