@@ -604,7 +604,7 @@ impl Hermes {
             usable += 1;
             if v.class == PathClass::Good {
                 pick_min(&mut good, i, v.flows, ctx);
-            } else if cur.is_none_or(|c| v.better_than(&c, &th, &self.cfg)) {
+            } else if cur.as_ref().map_or(true, |c| v.better_than(c, &th, &self.cfg)) {
                 pick_min(&mut other, i, (v.class, v.rtt, v.flows), ctx);
             }
         }
@@ -639,8 +639,9 @@ impl Hermes {
         unreachable!("k < pool")
     }
 
-    /// Puts flow `id` of host `h` on path `to` (towards ToR `b`), from byte `seq` on.
-    fn assign(&mut self, h: u32, b: u32, id: u32, to: u16, seq: u64, high_sent: u64, now: Time) {
+    /// Puts `flow` of host `h` on path `to` (towards ToR `b`), from byte `seq` on.
+    fn assign(&mut self, h: u32, b: u32, flow: &FlowInfo, to: u16, seq: u64, now: Time) {
+        let (id, high_sent) = (flow.id, flow.high_sent);
         let f = self.flows[id as usize];
         if f.active {
             let e = self.entry(h, b, f.cur);
@@ -668,7 +669,7 @@ impl Hermes {
             return; // one path: nothing to balance
         }
         let to = self.choose(ctx, h, b, n, None, true).expect("n >= 2");
-        self.assign(h, b, flow.id, to, 0, 0, ctx.now);
+        self.assign(h, b, flow, to, 0, ctx.now);
         let f = &mut self.flows[flow.id as usize];
         f.win_start = ctx.now;
         f.rate = -1.0;
@@ -707,7 +708,7 @@ impl Hermes {
         if forced {
             self.flows[flow.id as usize].repick = false;
             if let Some(to) = self.choose(ctx, h, b, n, Some(f.cur), true) {
-                self.assign(h, b, flow.id, to, seq, flow.high_sent, now);
+                self.assign(h, b, flow, to, seq, now);
             }
         } else if self.cfg.reroute
             && cur.class == PathClass::Bad
@@ -720,7 +721,7 @@ impl Hermes {
                 && Self::rate(&f, now, self.cfg.rate_window) < th.max_rate
             {
                 if let Some(to) = self.choose(ctx, h, b, n, Some(f.cur), false) {
-                    self.assign(h, b, flow.id, to, seq, flow.high_sent, now);
+                    self.assign(h, b, flow, to, seq, now);
                 }
             }
         }
@@ -1024,6 +1025,7 @@ mod tests {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn ack(
         h: &mut Hermes,
         host: &mut TestHost,
