@@ -195,6 +195,8 @@ def test_schemes_list_their_defaults() -> None:
         "conga",
         "hula",
         "conweave",
+        "presto",
+        "hermes",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}

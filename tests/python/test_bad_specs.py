@@ -80,7 +80,7 @@ BAD_SPECS = [
         "unknown scheme",
         TINY_TOML + '\n[lb]\nscheme = "magic"\n',
         "spec.toml (line 18): lb.scheme: unknown variant `magic`, expected one of `ecmp`, "
-        "`rps`, `drb`, `letflow`, `drill`, `conga`, `hula`, `conweave`",
+        "`rps`, `drb`, `letflow`, `drill`, `conga`, `hula`, `conweave`, `presto`, `hermes`",
     ),
     (
         "fault on a switch the topology lacks",
