@@ -196,6 +196,7 @@ def test_schemes_list_their_defaults() -> None:
         "hula",
         "conweave",
         "presto",
+        "hermes",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}

@@ -28,8 +28,9 @@
 //! reply returns like an ACK (ECMP, control queue).
 
 use crate::engine::Rng;
-use crate::units::Time;
+use crate::units::{Rate, Time};
 
+pub use super::hermes::{Hermes, HermesConfig};
 pub use super::presto::{Presto, PrestoConfig};
 
 /// Most paths kept per pair of ToRs (the first ones in tag order).
@@ -48,6 +49,29 @@ pub struct HostFabric {
     /// ToR `a` to ToR `b`.
     offsets: Vec<u32>,
     tags: Vec<u32>,
+    /// `timing[a * tors + b]`: the unloaded timing from a host of ToR `a` to a host of ToR
+    /// `b` (zero until [`HostFabric::set_timing`]).
+    timing: Vec<PairTiming>,
+}
+
+/// The unloaded timing of the fastest path between the hosts of two ToRs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PairTiming {
+    /// RTT of a full-size data packet and its ACK with every queue empty: per link, store
+    /// and forward serialization plus propagation, out with the data packet and back with the
+    /// ACK (what an ACK's echoed RTT reads on an idle path).
+    pub base_rtt: Time,
+    /// Slowest link of that path, host links included.
+    pub bottleneck: Rate,
+}
+
+impl Default for PairTiming {
+    fn default() -> Self {
+        PairTiming {
+            base_rtt: Time::ZERO,
+            bottleneck: Rate(1),
+        }
+    }
 }
 
 impl HostFabric {
@@ -75,13 +99,26 @@ impl HostFabric {
             tors,
             offsets,
             tags,
+            timing: vec![PairTiming::default(); (tors * tors) as usize],
         }
     }
 
-    /// The path tags from host `src`'s ToR to host `dst`'s ToR (`[0]` within one ToR: the
-    /// only path). Never empty.
-    pub fn paths(&self, src: u32, dst: u32) -> &[u32] {
-        let (a, b) = (self.tor_of[src as usize], self.tor_of[dst as usize]);
+    /// Sets the timing of every pair of ToRs to `timing(a, b)`.
+    pub fn set_timing(&mut self, mut timing: impl FnMut(u32, u32) -> PairTiming) {
+        for a in 0..self.tors {
+            for b in 0..self.tors {
+                self.timing[(a * self.tors + b) as usize] = timing(a, b);
+            }
+        }
+    }
+
+    /// The unloaded timing between the hosts of ToRs `a` and `b` (ToR indices).
+    pub fn timing(&self, a: u32, b: u32) -> PairTiming {
+        self.timing[(a * self.tors + b) as usize]
+    }
+
+    /// The path tags from ToR `a` to ToR `b` (ToR indices; `[0]` within one ToR).
+    pub fn tor_paths(&self, a: u32, b: u32) -> &[u32] {
         let i = (a * self.tors + b) as usize;
         let range = self.offsets[i] as usize..self.offsets[i + 1] as usize;
         if range.is_empty() {
@@ -89,6 +126,12 @@ impl HostFabric {
         } else {
             &self.tags[range]
         }
+    }
+
+    /// The path tags from host `src`'s ToR to host `dst`'s ToR (`[0]` within one ToR: the
+    /// only path). Never empty.
+    pub fn paths(&self, src: u32, dst: u32) -> &[u32] {
+        self.tor_paths(self.tor_of[src as usize], self.tor_of[dst as usize])
     }
 
     /// ToR index of host `n`.
@@ -171,6 +214,7 @@ pub struct HostCtx<'a> {
 #[derive(Clone, Debug)]
 pub enum HostLb {
     Presto(Box<Presto>),
+    Hermes(Box<Hermes>),
 }
 
 impl HostLb {
@@ -178,6 +222,7 @@ impl HostLb {
     pub fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         match self {
             HostLb::Presto(s) => s.on_flow_start(ctx, flow),
+            HostLb::Hermes(s) => s.on_flow_start(ctx, flow),
         }
     }
 
@@ -186,6 +231,7 @@ impl HostLb {
     pub fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
         match self {
             HostLb::Presto(s) => s.path_tag(ctx, flow, seq),
+            HostLb::Hermes(s) => s.path_tag(ctx, flow, seq),
         }
     }
 
@@ -196,6 +242,7 @@ impl HostLb {
             HostLb::Presto(_) => {
                 let _ = (ctx, flow, echo);
             }
+            HostLb::Hermes(s) => s.on_ack(ctx, flow, echo),
         }
     }
 
@@ -205,6 +252,7 @@ impl HostLb {
             HostLb::Presto(_) => {
                 let _ = (ctx, flow);
             }
+            HostLb::Hermes(s) => s.on_timeout(ctx, flow),
         }
     }
 
@@ -214,6 +262,7 @@ impl HostLb {
             HostLb::Presto(_) => {
                 let _ = (ctx, flow);
             }
+            HostLb::Hermes(s) => s.on_flow_end(ctx, flow),
         }
     }
 
@@ -223,6 +272,7 @@ impl HostLb {
             HostLb::Presto(_) => {
                 let _ = ctx;
             }
+            HostLb::Hermes(s) => s.on_start(ctx),
         }
     }
 
@@ -232,6 +282,7 @@ impl HostLb {
             HostLb::Presto(_) => {
                 let _ = (ctx, token);
             }
+            HostLb::Hermes(s) => s.on_timer(ctx, token),
         }
     }
 
@@ -241,6 +292,7 @@ impl HostLb {
             HostLb::Presto(_) => {
                 let _ = (ctx, echo);
             }
+            HostLb::Hermes(s) => s.on_probe_reply(ctx, echo),
         }
     }
 }
@@ -260,12 +312,17 @@ impl TestHost {
     /// (hosts 0 and 1 under ToR 0, 2 and 3 under ToR 1).
     pub fn new(paths: u32) -> TestHost {
         let tor_of = vec![0, 0, 1, 1];
-        let fabric = HostFabric::new(4, tor_of, 2, |a, b| {
+        let mut fabric = HostFabric::new(4, tor_of, 2, |a, b| {
             if a == b {
                 vec![0]
             } else {
                 (1..=paths).collect()
             }
+        });
+        // Four 100 Gbps links of 1 us each way.
+        fabric.set_timing(|_, _| PairTiming {
+            base_rtt: Time::from_us(8),
+            bottleneck: Rate::gbps(100),
         });
         TestHost {
             host: 0,

@@ -39,6 +39,7 @@ pub mod conweave;
 pub mod drb;
 pub mod drill;
 pub mod ecmp;
+pub mod hermes;
 pub mod host;
 pub mod hula;
 pub mod letflow;
@@ -58,6 +59,7 @@ pub use conweave::{ConWeave, ConWeaveConfig};
 pub use drb::{Drb, DrbConfig, DrbOrder};
 pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
+pub use hermes::{Hermes, HermesConfig};
 pub use hula::{Hula, HulaConfig};
 pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
 pub use presto::{Presto, PrestoConfig, Resequencing};
@@ -192,6 +194,9 @@ pub enum LbConfig {
     ConWeave(ConWeaveConfig),
     /// Host-side: flowcells round robin over the paths, resequenced at the receiver (Presto).
     Presto(PrestoConfig),
+    /// Host-side: paths sensed from ACK echoes and probes (RTT, ECN, losses), classified good,
+    /// gray, bad or failed; cautious rerouting (Hermes).
+    Hermes(HermesConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -253,6 +258,11 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "host-side: 64 KB flowcells sent round robin over the paths; the receiver resequences between flowcells",
             LbConfig::Presto(PrestoConfig::default()),
         ),
+        (
+            "hermes",
+            "host-side: paths sensed from ACK echoes (RTT, ECN) and rack probes, classed good/gray/bad/failed; flows move only off bad paths when small gains are clear, or at once off failed ones",
+            LbConfig::Hermes(HermesConfig::default()),
+        ),
     ]
 }
 
@@ -268,6 +278,7 @@ impl LbConfig {
             LbConfig::Hula(_) => "hula",
             LbConfig::ConWeave(_) => "conweave",
             LbConfig::Presto(_) => "presto",
+            LbConfig::Hermes(_) => "hermes",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
@@ -283,6 +294,7 @@ impl LbConfig {
             LbConfig::Hula(c) => c.validate(),
             LbConfig::ConWeave(c) => c.validate(),
             LbConfig::Presto(c) => c.validate(),
+            LbConfig::Hermes(c) => c.validate(),
             _ => Ok(()),
         }
     }
@@ -317,11 +329,19 @@ impl LbConfig {
         matches!(self, LbConfig::Conga(c) if c.feedback_on_acks)
     }
 
-    /// The host-side part of the scheme for a run of `flows` flows (`None`: the scheme runs in
-    /// the switches only).
-    pub fn host_side(&self, flows: usize) -> Option<host::HostLb> {
+    /// Whether part of the scheme runs at the hosts ([`LbConfig::host_side`]).
+    pub fn runs_at_hosts(&self) -> bool {
+        matches!(self, LbConfig::Presto(_) | LbConfig::Hermes(_))
+    }
+
+    /// The host-side part of the scheme for a run of `flows` flows over `fabric` (`None`: the
+    /// scheme runs in the switches only).
+    pub fn host_side(&self, flows: usize, fabric: &host::HostFabric) -> Option<host::HostLb> {
         match self {
             LbConfig::Presto(c) => Some(host::HostLb::Presto(Box::new(Presto::new(c, flows)))),
+            LbConfig::Hermes(c) => Some(host::HostLb::Hermes(Box::new(Hermes::new(
+                c, fabric, flows,
+            )))),
             _ => None,
         }
     }
@@ -350,7 +370,9 @@ impl LbConfig {
             LbConfig::Hula(c) => SwitchLb::Hula(Box::new(Hula::new(c, fabric))),
             LbConfig::ConWeave(c) => SwitchLb::ConWeave(Box::new(ConWeave::new(c, fabric))),
             // Host-side schemes: switches honour the senders' path tags and hash the rest.
-            LbConfig::Presto(_) => SwitchLb::Ecmp(Ecmp::new(&EcmpConfig::default(), node)),
+            LbConfig::Presto(_) | LbConfig::Hermes(_) => {
+                SwitchLb::Ecmp(Ecmp::new(&EcmpConfig::default(), node))
+            }
             #[cfg(test)]
             LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }

@@ -1,11 +1,15 @@
 //! The hosts' side of host-side load balancing (`lb/host.rs`): the path table, the scheme's
 //! calls and actions, and probes.
 
+use super::NicConfig;
 use super::{Event, PortState, Simulation, Switch, CONTROL_PRIO};
 use crate::engine::{rng_stream, Rng, StreamKind};
-use crate::lb::host::{AckEcho, FlowInfo, HostAction, HostCtx, HostFabric, HostLb, ProbeEcho};
-use crate::lb::NO_TOR;
+use crate::lb::host::{
+    AckEcho, FlowInfo, HostAction, HostCtx, HostFabric, HostLb, PairTiming, ProbeEcho,
+};
+use crate::lb::{LbConfig, NO_TOR};
 use crate::packet::{Packet, PacketKind};
+use crate::units::{Rate, Time};
 
 /// The run's host-side scheme with what it works on.
 pub(super) struct HostSide {
@@ -17,22 +21,30 @@ pub(super) struct HostSide {
 }
 
 impl HostSide {
+    /// The host-side part of `cfg` for `flows` flows (`None` if the scheme has none).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
-        lb: HostLb,
+        cfg: &LbConfig,
+        flows: usize,
         switches: &[Switch],
         ports: &[PortState],
         host_nodes: &[u32],
         nodes: usize,
         seed: u64,
-    ) -> HostSide {
-        HostSide {
-            lb,
-            fabric: path_table(switches, ports, host_nodes, nodes),
+        nic: &NicConfig,
+    ) -> Option<HostSide> {
+        if !cfg.runs_at_hosts() {
+            return None;
+        }
+        let fabric = path_table(switches, ports, host_nodes, nodes, nic);
+        Some(HostSide {
+            lb: cfg.host_side(flows, &fabric)?,
+            fabric,
             rngs: (0..host_nodes.len())
                 .map(|h| rng_stream(seed, StreamKind::Host, h as u64))
                 .collect(),
             actions: Vec::new(),
-        }
+        })
     }
 }
 
@@ -41,11 +53,16 @@ impl HostSide {
 /// (tag byte `h` = choice + 1), in the order of the switches' ports; up to
 /// [`crate::lb::host::MAX_PATHS`] per pair, and choices past the fourth switch hop are left
 /// to the switches (the tag has four bytes).
+///
+/// With them, the unloaded timing of each pair ([`PairTiming`]): the base RTT of the fastest
+/// of its paths, from the first host of one ToR to the first host of the other, for a
+/// full-size data packet (`nic`'s payload and headers) and its ACK.
 fn path_table(
     switches: &[Switch],
     ports: &[PortState],
     host_nodes: &[u32],
     nodes: usize,
+    nic: &NicConfig,
 ) -> HostFabric {
     let mut tor_of = vec![NO_TOR; nodes];
     let mut tor_switch = Vec::new(); // switch index of each ToR
@@ -71,6 +88,18 @@ fn path_table(
         tor_of[node as usize] = t as u32;
     }
     let tors = tor_switch.len() as u32;
+    let data_bytes = nic.mtu_wire_bytes();
+    let ack_bytes = nic.control_bytes as u64;
+    // One link's share of the base RTT: the data packet out and the ACK back.
+    let link_rtt =
+        |p: &PortState| p.rate.tx_time(data_bytes) + p.rate.tx_time(ack_bytes) + p.delay + p.delay;
+    let host_port = |h: usize| {
+        ports
+            .iter()
+            .find(|p| p.node == host_nodes[h])
+            .expect("a host has a port")
+    };
+    let mut timing = vec![PairTiming::default(); (tors * tors) as usize];
     let index_of_node: Vec<Option<usize>> = {
         let mut v = vec![None; nodes];
         for (i, s) in switches.iter().enumerate() {
@@ -78,18 +107,34 @@ fn path_table(
         }
         v
     };
-    HostFabric::new(nodes as u32, tor_of, tors, |a, b| {
-        if a == b {
-            return vec![0];
-        }
+    let mut fabric = HostFabric::new(nodes as u32, tor_of, tors, |a, b| {
         let dst_host = tor_host[b as usize];
         let dst_switch = tor_switch[b as usize];
+        // The host links at both ends (a host's link has the same rate and delay both ways).
+        let (src_link, dst_link) = (host_port(tor_host[a as usize]), host_port(dst_host));
+        let ends_rtt = link_rtt(src_link) + link_rtt(dst_link);
+        let ends_rate = src_link.rate.min(dst_link.rate);
+        let best = &mut timing[(a * tors + b) as usize];
+        *best = PairTiming {
+            base_rtt: Time::MAX,
+            bottleneck: ends_rate,
+        };
+        if a == b {
+            best.base_rtt = ends_rtt;
+            return vec![0];
+        }
         let mut tags = Vec::new();
-        // Depth-first over (switch, hop, tag so far).
-        let mut stack = vec![(tor_switch[a as usize], 0u32, 0u32)];
-        while let Some((s, hop, tag)) = stack.pop() {
+        // Depth-first over (switch, hop, tag so far, base RTT so far, slowest link so far).
+        let mut stack = vec![(tor_switch[a as usize], 0u32, 0u32, ends_rtt, ends_rate)];
+        while let Some((s, hop, tag, rtt, slowest)) = stack.pop() {
             if s == dst_switch {
                 tags.push(tag);
+                if rtt < best.base_rtt {
+                    *best = PairTiming {
+                        base_rtt: rtt,
+                        bottleneck: slowest,
+                    };
+                }
                 continue;
             }
             let sw = &switches[s];
@@ -97,7 +142,8 @@ fn path_table(
             let hops = &sw.next_hops[offset as usize..offset as usize + count as usize];
             // Pushed in reverse so that paths come out in port order.
             for (c, &local) in hops.iter().enumerate().rev() {
-                let peer = ports[(sw.ports.start + local as u32) as usize].peer_node;
+                let port = &ports[(sw.ports.start + local as u32) as usize];
+                let peer = port.peer_node;
                 let Some(next) = index_of_node[peer as usize] else {
                     continue; // a host: not on a switch-to-switch path
                 };
@@ -106,11 +152,14 @@ fn path_table(
                 } else {
                     tag
                 };
-                stack.push((next, hop + 1, tag));
+                let slowest: Rate = slowest.min(port.rate);
+                stack.push((next, hop + 1, tag, rtt + link_rtt(port), slowest));
             }
         }
         tags
-    })
+    });
+    fabric.set_timing(|a, b| timing[(a * tors + b) as usize]);
+    fabric
 }
 
 impl Simulation {

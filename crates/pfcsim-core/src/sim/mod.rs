@@ -555,16 +555,19 @@ impl Simulation {
             reseq: None,
         };
         let n_flows = sim.flows.len();
-        if let Some(lb) = sim.cfg.lb.host_side(n_flows) {
+        if sim.cfg.lb.runs_at_hosts() {
             let host_nodes: Vec<u32> = sim.hosts.iter().map(|h| h.node).collect();
-            sim.host_side = Some(Box::new(host_lb::HostSide::new(
-                lb,
+            sim.host_side = host_lb::HostSide::new(
+                &sim.cfg.lb,
+                n_flows,
                 &sim.switches,
                 &sim.ports,
                 &host_nodes,
                 n,
                 seed,
-            )));
+                &sim.cfg.nic,
+            )
+            .map(Box::new);
         }
         if let Some(rule) = sim.cfg.lb.resequencing() {
             sim.reseq = Some(Box::new(reseq::Resequencer::new(rule, n_flows)));
