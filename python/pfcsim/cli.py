@@ -196,8 +196,16 @@ def _list_points(args: argparse.Namespace) -> None:
     print(f"{len(points)} points ({len(sweep.points)} before merging equal ones), {waiting} to run")
 
 
-#: The metrics `pfcsim results` shows by default.
-DEFAULT_METRICS = ("fct_avg_us", "fct_p99_us", "slowdown_p99", "pfc_pauses")
+#: The metrics `pfcsim results` shows by default (those the store's runs have).
+DEFAULT_METRICS = (
+    "fct_avg_us",
+    "fct_p99_us",
+    "slowdown_p99",
+    "pfc_pauses",
+    "pfc_pause_rate",
+    "ooo_ratio",
+    "ood_p99",
+)
 
 
 def _results(args: argparse.Namespace) -> None:
@@ -221,7 +229,8 @@ def _results(args: argparse.Namespace) -> None:
     rows = args.rows.split(",") if args.rows else None
     seeds = runs["seed"].nunique() if "seed" in runs.columns else 1
     with pd.option_context("display.width", 200, "display.max_columns", 50):
-        for metric in args.metric or DEFAULT_METRICS:
+        defaults = [m for m in DEFAULT_METRICS if m in runs.columns]
+        for metric in args.metric or defaults:
             table = store.comparison(metric, rows=rows, columns=columns)
             if args.csv:
                 print(f"# {metric}")

@@ -50,6 +50,12 @@ LABELS = {
     "slowdown": "slowdown (FCT / ideal FCT)",
     "pfc_pauses": "PFC pause frames sent",
     "pfc_paused_time_us": "port time paused by PFC (ms, all ports)",
+    "pfc_pause_rate": "PFC pause rate (paused share of port time)",
+    "pfc_pauses_per_port_s": "PFC pause frames per port per second",
+    "ooo_ratio": "ratio of out-of-order packets",
+    "ood_p50": "median out-of-order degree (packets)",
+    "ood_p99": "99th-percentile out-of-order degree (packets)",
+    "ood_max": "largest out-of-order degree (packets)",
 }
 
 

@@ -144,8 +144,10 @@ class Results:
         """A text report of the run, as the command line prints it.
 
         The FCT and slowdown table by flow-size bucket (avg, p50, p99, p99.9), then the flows
-        finished, PFC pauses, drops, retransmitted bytes, out-of-order arrivals, the simulated
-        and wall time, the fingerprint and the run folder.
+        finished, PFC pauses, drops, retransmitted bytes, out-of-order arrivals, the reordering
+        and PFC rates (out-of-order ratio, out-of-order degree p50/p99/max, PFC pause rate and
+        PAUSE frames per port per second; runs of older versions lack them), the simulated and
+        wall time, the fingerprint and the run folder.
         """
         s = self.stats
         flows, ports = self._tables["flows"], self._tables["ports"]
@@ -160,6 +162,7 @@ class Results:
             f"flows finished {s['flows_finished']}/{s['flows_total']}  PFC pauses {pauses}  "
             f"drops {s['packets_dropped']}  retransmitted {retransmitted} B  "
             f"out-of-order arrivals {out_of_order}",
+            *_rates_line(s),
             f"simulated {s['end_ps'] / 1e9:.3f} ms in {wall:.2f} s wall: "
             f"{s['events']} events, {rate}",
             f"fingerprint {self.fingerprint}"
@@ -176,6 +179,18 @@ class Results:
             f"<pfcsim.Results {s['flows_finished']}/{s['flows_total']} flows finished, "
             f"fingerprint {self.fingerprint}, path {self.path}>"
         )
+
+
+def _rates_line(stats: dict[str, Any]) -> list[str]:
+    """The report line of the reordering and PFC rates (none for stats without them)."""
+    if "ooo_ratio" not in stats:
+        return []
+    return [
+        f"out-of-order ratio {stats['ooo_ratio']:.4g}  out-of-order degree p50/p99/max "
+        f"{stats['ood_p50']}/{stats['ood_p99']}/{stats['ood_max']}  "
+        f"PFC pause rate {stats['pfc_pause_rate']:.4g}  "
+        f"PAUSE frames {stats['pfc_pauses_per_port_s']:.4g} per port per s"
+    ]
 
 
 def _read_tables(folder: Path) -> dict[str, pa.Table]:

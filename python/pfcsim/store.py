@@ -7,8 +7,9 @@ long. Tables (docs/sweeps.md):
 
 * `runs`: one row per run: `key`, the sweep and point it came from, every field of its
   resolved spec as a column named by its key path (`"lb.scheme"`, `"traffic[0].load"`), the
-  shorthands `scheme`, `workload`, `load`, `seed`, the run-wide counters of `stats.json`, the
-  `all` row of its summary, and totals over its ports and flows;
+  shorthands `scheme`, `workload`, `load`, `seed`, the run-wide counters and rates of
+  `stats.json` (among them `ooo_ratio`, `ood_p99`, `pfc_pause_rate`), the `all` row of its
+  summary, and totals over its ports and flows;
 * `flows`, `ports`, `summary`: the run folders' Parquet tables, with a first column `run_key`.
 """
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 import pfcsim
@@ -86,6 +87,47 @@ def test_run_writes_the_run_folder(tiny_dict: dict[str, Any], tmp_path: Path) ->
     assert saved.stats == res.stats
     assert saved.flows.equals(res.flows)
     assert saved.report().splitlines()[0] == report.splitlines()[0]
+
+
+def test_pause_rate_is_the_paused_share_of_pausable_port_time_in_ports_parquet(
+    tiny_dict: dict[str, Any], tmp_path: Path
+) -> None:
+    # Three senders at line rate into one receiver of the tiny fabric trigger PFC.
+    spec = {
+        **tiny_dict,
+        "cc": {"kind": "none"},
+        "traffic": [{"kind": "incast", "receiver": 0, "senders": 3, "total_size": "3MB"}],
+    }
+    out = tmp_path / "incast"
+    res = pfcsim.run(spec, out=out)
+    stats = res.stats
+    ports = pq.read_table(out / "ports.parquet").to_pandas()
+    # Pausable ports: those whose peer is a switch (PAUSE frames come from switches only).
+    switches = set(ports.loc[ports["is_switch"], "node"])
+    pausable = ports[ports["peer"].isin(switches)]
+    assert len(pausable) == 12  # 4 host NICs and both ends of 4 leaf-spine links
+    seconds = (stats["end_ps"] - stats["measure_from_ps"]) / 1e12
+    port_time_ps = len(pausable) * seconds * 1e12
+    rate = pausable["paused_time_ps"].sum() / port_time_ps
+    frames = ports["pfc_pauses_sent"].sum() / (len(pausable) * seconds)
+    assert 0 < stats["pfc_pause_rate"] < 1
+    assert stats["pfc_pause_rate"] == pytest.approx(rate, rel=1e-12)
+    assert stats["pfc_pauses_per_port_s"] == pytest.approx(frames, rel=1e-12)
+    # One path per flow: nothing arrives out of order.
+    assert (stats["ooo_arrivals"], stats["ooo_ratio"], stats["ood_p99"]) == (0, 0.0, 0)
+    assert stats["data_packets_received"] == res.flows["packets_received"].sum() == 3000
+    assert "PFC pause rate" in res.report()
+
+
+def test_spraying_reports_the_out_of_order_ratio_and_degrees(tiny_dict: dict[str, Any]) -> None:
+    res = pfcsim.run({**tiny_dict, "lb": {"scheme": "rps"}})
+    stats, flows = res.stats, res.flows
+    assert stats["ooo_arrivals"] == flows["ooo_arrivals"].sum() > 0
+    assert stats["data_packets_received"] == flows["packets_received"].sum()
+    assert stats["ooo_ratio"] == stats["ooo_arrivals"] / stats["data_packets_received"]
+    assert 1 <= stats["ood_p50"] <= stats["ood_p99"] <= stats["ood_max"]
+    assert stats["ood_max"] == flows["max_ooo_degree"].max()
+    assert "out-of-order ratio" in res.report()
 
 
 def test_conweave_writes_its_reorder_queue_log(tiny_dict: dict[str, Any], tmp_path: Path) -> None:

@@ -288,6 +288,13 @@ def test_duckdb_tables_match_the_parquet_files(store: pfcsim.Store) -> None:
         assert run["flows_finished"] == stats["flows_finished"]
         flows = pq.read_table(folder / "flows.parquet").to_pandas()
         assert run["ooo_arrivals"] == flows["ooo_arrivals"].sum()
+        # The reordering and PFC rates of stats.json are columns too.
+        for column in ("ooo_ratio", "ood_p50", "ood_p99", "ood_max", "data_packets_received"):
+            assert run[column] == stats[column], column
+        for column in ("pfc_pause_rate", "pfc_pauses_per_port_s"):
+            assert run[column] == pytest.approx(stats[column]), column
+        received = flows["packets_received"].sum()
+        assert run["ooo_ratio"] == pytest.approx(flows["ooo_arrivals"].sum() / received)
         spec = tomllib.loads((folder / "spec.toml").read_text())
         assert run["lb.scheme"] == run["scheme"] == spec["lb"]["scheme"]
         assert run["traffic[0].load"] == run["load"] == spec["traffic"][0]["load"]

@@ -40,6 +40,9 @@ pub struct FlowRecord {
     pub timeouts: u32,
     /// ACKs/NACKs with the congestion-notification flag the sender received.
     pub cnps_received: u32,
+    /// Data packets of the flow that reached the receiver: in order, out of order and
+    /// duplicates, first transmissions and retransmitted copies.
+    pub packets_received: u64,
     /// Data packets that reached the receiver ahead of the next expected sequence number.
     pub ooo_arrivals: u64,
     /// Largest distance, in packets, between an out-of-order arrival and the expected sequence.
@@ -158,6 +161,259 @@ pub struct RunStats {
     pub reseq_flushed_packets: u64,
     pub flows_total: u64,
     pub flows_finished: u64,
+    /// Start of the measured interval `[measure_from_ps, end_ps]`: the start of the first flow
+    /// (time averages and the PFC rates below are taken over this interval).
+    pub measure_from_ps: u64,
+    /// Data packets that reached a receiver (in order, out of order, duplicates): the sum of
+    /// the flows' `packets_received`.
+    pub data_packets_received: u64,
+    /// Data packets that reached a receiver ahead of the next expected sequence number: the
+    /// sum of the flows' `ooo_arrivals`.
+    pub ooo_arrivals: u64,
+    /// `ooo_arrivals / data_packets_received` (0 when no data packet arrived): the RLB
+    /// paper's "ratio of out-of-order packets".
+    pub ooo_ratio: f64,
+    /// Median out-of-order degree over the out-of-order arrivals (see [`OodHistogram`]; 0 if
+    /// there were none).
+    pub ood_p50: u64,
+    /// 99th-percentile out-of-order degree over the out-of-order arrivals: the RLB paper's
+    /// "99th percentile of OOD" (see [`OodHistogram`]; 0 if there were none).
+    pub ood_p99: u64,
+    /// Largest out-of-order degree (exact; the largest of the flows' `max_ooo_degree`).
+    pub ood_max: u64,
+    /// PFC pause rate: the fraction of (pausable port x measured time) during which the
+    /// port's egress was paused by PFC, `sum(paused_time_ps) / (ports x (end_ps -
+    /// measure_from_ps))` over the pausable ports, those whose peer is a switch (host NICs
+    /// and switch-to-switch ports; the only ports a PAUSE can reach, since hosts send none).
+    /// 0 without pausable ports or with an empty interval.
+    pub pfc_pause_rate: f64,
+    /// PAUSE frames sent per pausable port per second of measured time: `sum(pfc_pauses_sent)
+    /// / (ports x (end_ps - measure_from_ps) in seconds)`, same ports and interval as
+    /// `pfc_pause_rate`.
+    pub pfc_pauses_per_port_s: f64,
     /// Hash of the event trajectory: equal for equal specs and seeds.
     pub fingerprint: u64,
+}
+
+/// The 1-based rank of the `q`-quantile among `n > 0` sorted values by the nearest-rank
+/// method: `ceil(q * n)` kept within `1..=n`, `q` clamped to `[0, 1]`, and a `q * n` within
+/// floating-point rounding of an integer counted as that integer (0.07 of 100 values is rank
+/// 7, although `0.07 * 100.0` is 7.000000000000001). A NaN `q` gives rank 1.
+pub fn nearest_rank(n: usize, q: f64) -> usize {
+    let exact = q.clamp(0.0, 1.0) * n as f64;
+    let nearest = exact.round();
+    let rank = if (exact - nearest).abs() <= 1e-9 * nearest.max(1.0) {
+        nearest
+    } else {
+        exact.ceil()
+    };
+    // A NaN `q` gives rank 0 here (float-to-int casts saturate), hence rank 1.
+    (rank as usize).clamp(1, n)
+}
+
+/// Run-wide distribution of the out-of-order degree (OOD): for every data packet that reaches
+/// its receiver ahead of the next expected sequence number, `ceil((seq - expected) /
+/// payload)` packets (the RLB paper: "the difference between the sequence numbers of an
+/// out-of-order packet and the expected one").
+///
+/// Resolution: degrees below 4096 are counted exactly; above, in log-spaced buckets of 64
+/// per power of two (bucket width 2^(k-6) for degrees in `[2^k, 2^(k+1))`, at most 1/64 of
+/// the degree). A quantile that falls in such a bucket is reported as the bucket's largest
+/// degree, capped by the exact maximum: at most 1.6% above the true value, never below it.
+/// The table is allocated once (7424 counters); recording is an index computation and an add.
+#[derive(Clone, Debug)]
+pub struct OodHistogram {
+    counts: Box<[u64]>,
+    max: u64,
+}
+
+impl Default for OodHistogram {
+    fn default() -> Self {
+        OodHistogram {
+            counts: vec![0; Self::BUCKETS].into_boxed_slice(),
+            max: 0,
+        }
+    }
+}
+
+impl OodHistogram {
+    /// Degrees below `2^EXACT_BITS` have a counter each.
+    const EXACT_BITS: u32 = 12;
+    /// Buckets per power of two above that: `2^SUB_BITS`.
+    const SUB_BITS: u32 = 6;
+    const BUCKETS: usize =
+        (1 << Self::EXACT_BITS) + ((64 - Self::EXACT_BITS as usize) << Self::SUB_BITS);
+
+    /// The bucket of degree `v`.
+    #[inline]
+    fn index(v: u64) -> usize {
+        if v < 1 << Self::EXACT_BITS {
+            v as usize
+        } else {
+            let k = 63 - v.leading_zeros();
+            let sub = (v >> (k - Self::SUB_BITS)) as usize & ((1 << Self::SUB_BITS) - 1);
+            (1 << Self::EXACT_BITS) + (((k - Self::EXACT_BITS) as usize) << Self::SUB_BITS) + sub
+        }
+    }
+
+    /// The largest degree that falls in bucket `i`.
+    fn upper(i: usize) -> u64 {
+        if i < 1 << Self::EXACT_BITS {
+            return i as u64;
+        }
+        let j = i - (1 << Self::EXACT_BITS);
+        let k = (j >> Self::SUB_BITS) as u32 + Self::EXACT_BITS;
+        let sub = (j & ((1 << Self::SUB_BITS) - 1)) as u64;
+        let width = 1u64 << (k - Self::SUB_BITS);
+        ((1 << Self::SUB_BITS) + sub) * width + (width - 1)
+    }
+
+    /// Counts one out-of-order arrival of degree `v`.
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        self.counts[Self::index(v)] += 1;
+        self.max = self.max.max(v);
+    }
+
+    /// Out-of-order arrivals counted.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The largest degree counted (exact; 0 if none).
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The `q`-quantile of the degrees counted, by the nearest rank ([`nearest_rank`]), to the
+    /// resolution above; 0 if nothing was counted.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let n = self.count();
+        if n == 0 {
+            return 0;
+        }
+        let rank = nearest_rank(n as usize, q) as u64;
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Self::upper(i).min(self.max);
+            }
+        }
+        unreachable!("rank <= count")
+    }
+}
+
+/// The PFC pause rate and PAUSE frame rate of a run (see [`RunStats::pfc_pause_rate`] and
+/// [`RunStats::pfc_pauses_per_port_s`]) from its port records, given which ports are pausable
+/// (their peer is a switch) and the measured interval in picoseconds.
+pub fn pfc_rates(
+    ports: &[PortRecord],
+    pausable: impl Fn(&PortRecord) -> bool,
+    interval_ps: u64,
+) -> (f64, f64) {
+    let mut count = 0u64;
+    let mut paused_ps = 0u128;
+    let mut pauses = 0u64;
+    for p in ports {
+        pauses += p.pfc_pauses_sent;
+        if pausable(p) {
+            count += 1;
+            paused_ps += p.paused_time_ps as u128;
+        }
+    }
+    if count == 0 || interval_ps == 0 {
+        return (0.0, 0.0);
+    }
+    let port_time_ps = count as f64 * interval_ps as f64;
+    (
+        paused_ps as f64 / port_time_ps,
+        pauses as f64 / (port_time_ps * 1e-12),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ood_quantiles_are_nearest_rank_over_exact_counts() {
+        let mut h = OodHistogram::default();
+        assert_eq!((h.count(), h.quantile(0.99), h.max()), (0, 0, 0));
+        for v in 1..=100 {
+            h.record(v);
+        }
+        h.record(4095);
+        // 101 values: rank ceil(50.5) = 51 and ceil(99.99) = 100.
+        assert_eq!(h.count(), 101);
+        assert_eq!(
+            (h.quantile(0.5), h.quantile(0.99), h.max()),
+            (51, 100, 4095)
+        );
+        assert_eq!((h.quantile(0.0), h.quantile(1.0)), (1, 4095));
+    }
+
+    #[test]
+    fn ood_buckets_beyond_the_exact_range_are_tight_upper_bounds() {
+        let max = OodHistogram::BUCKETS - 1;
+        let mut values: Vec<u64> = (4000..70_000).collect();
+        for k in 12..64 {
+            let p = 1u64 << k;
+            values.extend([p - 1, p, p + 1, p + p / 3]);
+        }
+        values.push(u64::MAX);
+        values.sort_unstable();
+        let mut last = 0;
+        for v in values {
+            let i = OodHistogram::index(v);
+            assert!(i >= last && i <= max, "{v}: bucket {i}");
+            last = i;
+            let up = OodHistogram::upper(i);
+            assert!(up >= v && up - v <= v / 64, "{v}: upper bound {up}");
+            // `upper` is the last degree of its bucket: the next one starts the next bucket.
+            assert_eq!(OodHistogram::index(up), i);
+            if up < u64::MAX {
+                assert_eq!(OodHistogram::index(up + 1), i + 1, "{v}");
+            }
+        }
+        assert_eq!(last, max, "the largest degree uses the last counter");
+        // Below 4096 every degree has its own counter.
+        assert!((0..4096).all(|v| OodHistogram::index(v) == v as usize));
+    }
+
+    #[test]
+    fn an_ood_quantile_in_a_wide_bucket_reports_its_upper_bound_capped_by_the_maximum() {
+        let mut h = OodHistogram::default();
+        // 10,000 is in [9,984, 10,111] (width 128 between 8,192 and 16,383).
+        h.record(10_000);
+        assert_eq!(h.quantile(0.5), 10_000, "capped by the exact maximum");
+        h.record(10_100);
+        h.record(3);
+        // Rank 2 of 3 is in that bucket: its last degree, 10,111, capped by the maximum.
+        assert_eq!((h.quantile(0.5), h.quantile(0.33)), (10_100, 3));
+        h.record(20_000);
+        // Rank 2 of 4 is in the 10,000 bucket, whose last degree is 10,111.
+        assert_eq!((h.quantile(0.5), h.max()), (10_111, 20_000));
+    }
+
+    fn port(peer: u32, paused_time_ps: u64, pfc_pauses_sent: u64) -> PortRecord {
+        PortRecord {
+            peer,
+            paused_time_ps,
+            pfc_pauses_sent,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pfc_rates_divide_by_pausable_port_time() {
+        // Peers 10 and 11 are switches; 0 is a host (its port is never paused).
+        let ports = [port(10, 300, 2), port(11, 100, 1), port(0, 0, 3)];
+        let (rate, frames) = pfc_rates(&ports, |p| p.peer >= 10, 1_000);
+        assert_eq!(rate, 400.0 / 2_000.0);
+        // 6 frames over 2 ports x 1 ns.
+        assert_eq!(frames, 6.0 / 2e-9);
+        assert_eq!(pfc_rates(&ports, |p| p.peer >= 10, 0), (0.0, 0.0));
+        assert_eq!(pfc_rates(&ports, |_| false, 1_000), (0.0, 0.0));
+    }
 }

@@ -8,7 +8,7 @@
 //! Snappy-compressed and written in row groups of at most 2^20 (about a million) rows, each
 //! built from its own chunk of records, so memory stays bounded for millions of flows.
 
-use crate::metrics::{FlowRecord, PortRecord, ReorderChange};
+use crate::metrics::{nearest_rank, FlowRecord, PortRecord, ReorderChange};
 use arrow_array::types::{
     ArrowPrimitiveType, Float64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
@@ -103,6 +103,7 @@ fn flow_columns(rows: &[FlowRecord]) -> Columns<'_, FlowRecord> {
         .prim::<UInt32Type>("nacks_received", |f| f.nacks_received)
         .prim::<UInt32Type>("timeouts", |f| f.timeouts)
         .prim::<UInt32Type>("cnps_received", |f| f.cnps_received)
+        .prim::<UInt64Type>("packets_received", |f| f.packets_received)
         .prim::<UInt64Type>("ooo_arrivals", |f| f.ooo_arrivals)
         .prim::<UInt32Type>("max_ooo_degree", |f| f.max_ooo_degree)
         .prim::<UInt64Type>("pfc_paused_packets", |f| f.pfc_paused_packets)
@@ -558,21 +559,13 @@ impl Stats {
 /// rank kept within `1..=n` (so `q = 0` gives the smallest value and `q = 1` the largest) and
 /// `q` clamped to `[0, 1]`. It never interpolates: the result is always one of the values.
 /// A `q * n` within floating-point rounding of an integer counts as that integer (0.07 of 100
-/// values is rank 7, although `0.07 * 100.0` is 7.000000000000001). NaN if `sorted` is empty.
+/// values is rank 7, although `0.07 * 100.0` is 7.000000000000001; [`nearest_rank`]). NaN if
+/// `sorted` is empty.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let n = sorted.len();
-    if n == 0 {
+    if sorted.is_empty() {
         return f64::NAN;
     }
-    let exact = q.clamp(0.0, 1.0) * n as f64;
-    let nearest = exact.round();
-    let rank = if (exact - nearest).abs() <= 1e-9 * nearest.max(1.0) {
-        nearest
-    } else {
-        exact.ceil()
-    };
-    // A NaN `q` gives rank 0 here (float-to-int casts saturate), hence the first value.
-    sorted[(rank as usize).clamp(1, n) - 1]
+    sorted[nearest_rank(sorted.len(), q) - 1]
 }
 
 #[cfg(test)]
@@ -843,6 +836,7 @@ mod tests {
                 "nacks_received",
                 "timeouts",
                 "cnps_received",
+                "packets_received",
                 "ooo_arrivals",
                 "max_ooo_degree",
                 "pfc_paused_packets",

@@ -512,6 +512,7 @@ impl Simulation {
         let flow = &mut self.flows[pkt.flow as usize];
         debug_assert_eq!(self.hosts[h as usize].node, flow.spec.dst);
         // Measurements over every data packet that reaches the receiver.
+        flow.rec.packets_received += 1;
         if pkt.pfc_wait_ns > 0 {
             let wait_ps = pkt.pfc_wait_ns as u64 * 1_000;
             flow.rec.pfc_paused_packets += 1;
@@ -559,6 +560,7 @@ impl Simulation {
             flow.rec.ooo_arrivals += 1;
             let degree = (pkt.seq - flow.expected).div_ceil(nic.payload.0);
             flow.rec.max_ooo_degree = flow.rec.max_ooo_degree.max(degree as u32);
+            self.ood.record(degree);
             if now >= flow.nack_allowed_at || flow.last_nack != flow.expected {
                 flow.last_nack = flow.expected;
                 flow.nack_allowed_at = now + nic.nack_interval;

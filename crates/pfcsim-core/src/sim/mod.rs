@@ -25,7 +25,7 @@ mod tests;
 use crate::dcqcn::DcqcnConfig;
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::lb::{LbAction, LbConfig};
-use crate::metrics::{FlowRecord, PortRecord, ReorderChange, RunStats};
+use crate::metrics::{pfc_rates, FlowRecord, OodHistogram, PortRecord, ReorderChange, RunStats};
 use crate::mmu::{Mmu, Threshold};
 use crate::packet::{Packet, PacketArena, PacketId, PacketKind};
 use crate::topology::Topology;
@@ -368,6 +368,8 @@ pub struct Simulation {
     payload_sent: u64,
     payload_dropped: u64,
     payload_discarded: u64,
+    /// Out-of-order degrees of every out-of-order data arrival at a receiver.
+    ood: OodHistogram,
     drops: u64,
     lb_actions: Vec<LbAction>,
     /// Seed of the run (fault streams are derived from it when faults start).
@@ -546,6 +548,7 @@ impl Simulation {
             payload_sent: 0,
             payload_discarded: 0,
             payload_dropped: 0,
+            ood: OodHistogram::default(),
             drops: 0,
             lb_actions: Vec::new(),
             seed,
@@ -813,6 +816,12 @@ impl Simulation {
             .held
             .map(|h| h.finish(&mut ports, now, self.measure_from));
         let buffered_bytes = self.switches.iter().map(|s| s.mmu.bytes_in_use()).sum();
+        let data_packets_received: u64 = flows.iter().map(|f| f.packets_received).sum();
+        let ooo_arrivals = self.ood.count();
+        let is_switch = |node: u32| self.host_index[node as usize] == u32::MAX;
+        let measured_ps = now.saturating_sub(self.measure_from).ps();
+        let (pfc_pause_rate, pfc_pauses_per_port_s) =
+            pfc_rates(&ports, |p| is_switch(p.peer), measured_ps);
         let stats = RunStats {
             events: self.events_done,
             end_ps: now.ps(),
@@ -836,6 +845,19 @@ impl Simulation {
             reseq_flushed_packets: self.reseq.as_ref().map_or(0, |r| r.flushed),
             flows_total: self.flows.len() as u64,
             flows_finished: self.flows_finished,
+            measure_from_ps: self.measure_from.ps(),
+            data_packets_received,
+            ooo_arrivals,
+            ooo_ratio: if data_packets_received > 0 {
+                ooo_arrivals as f64 / data_packets_received as f64
+            } else {
+                0.0
+            },
+            ood_p50: self.ood.quantile(0.5),
+            ood_p99: self.ood.quantile(0.99),
+            ood_max: self.ood.max(),
+            pfc_pause_rate,
+            pfc_pauses_per_port_s,
             fingerprint: self.fingerprint.value(),
         };
         RunOutput {
