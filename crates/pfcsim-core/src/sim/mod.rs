@@ -23,7 +23,7 @@ mod tests;
 use crate::dcqcn::DcqcnConfig;
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::lb::{LbAction, LbConfig};
-use crate::metrics::{FlowRecord, PortRecord, ReorderChange, RunStats};
+use crate::metrics::{AlertRecord, FlowRecord, PortRecord, ReorderChange, RunStats};
 use crate::mmu::{Mmu, Threshold};
 use crate::packet::{Packet, PacketArena, PacketId, PacketKind};
 use crate::topology::Topology;
@@ -101,6 +101,8 @@ pub enum SetupError {
     EmptyFlow { index: usize },
     #[error("flow {index}: priority {priority} is out of range; data priorities are 1..=7 (0 is the control class)")]
     BadPriority { index: usize, priority: u8 },
+    #[error("switch {node}: scheme \"{scheme}\" recirculates packets but the switch has no loopback link; add [switch.loopback] (e.g. rate = \"40Gbps\", delay = \"500ns\") or set lb.recirculation = false")]
+    NoLoopback { node: u32, scheme: &'static str },
     #[error("switch {node}: the buffer ({buffer} B) leaves no shared pool after its ports' headroom and reserve ({set_aside} B); raise switch.buffer or lower switch.pfc.headroom")]
     BufferTooSmall {
         node: u32,
@@ -193,6 +195,42 @@ impl PortState {
     /// Node id at the far end of the link.
     pub fn peer_node(&self) -> u32 {
         self.peer_node
+    }
+
+    /// `n` idle ports of one switch (node 0) with links of `rate_bps` and `delay`, the port
+    /// `i` leading to node `100 + i`: views for unit tests of schemes.
+    #[cfg(test)]
+    pub(crate) fn test_ports(n: usize, rate_bps: u64, delay: Time) -> Vec<PortState> {
+        (0..n)
+            .map(|i| PortState {
+                owner: NodeRef::Switch(0),
+                peer_ref: NodeRef::Switch(1),
+                node: 0,
+                peer: 0,
+                peer_node: 100 + i as u32,
+                rate: Rate(rate_bps),
+                delay,
+                prio: Default::default(),
+                tx_packets: 0,
+                tx_bytes: 0,
+                peak_queue_bytes: 0,
+                pfc_out: VecDeque::new(),
+                total_queue_bytes: 0,
+                busy_until: Time::ZERO,
+                wake_at: Time::MAX,
+                rr_next: 1,
+                paused: 0,
+                nonempty: 0,
+                paused_any_since: Time::ZERO,
+                queue_integral: 0,
+                queue_changed: Time::ZERO,
+                in_flight: VecDeque::new(),
+                ecn_kmin: u64::MAX,
+                ecn_kmax: u64::MAX,
+                ecn_pmax: 0.0,
+                rec: PortRecord::default(),
+            })
+            .collect()
     }
 
     /// Total time priority `prio` has been paused up to `now`.
@@ -332,6 +370,8 @@ pub struct RunOutput {
     pub reorder_log: Option<Vec<ReorderChange>>,
     /// Packets held in reorder queues when the run ended.
     pub held_packets: usize,
+    /// Faulty switches reported by RLB* (Algorithm 2), in time order (empty otherwise).
+    pub alerts: Vec<AlertRecord>,
 }
 
 /// A simulation of one fabric with one set of flows.
@@ -357,6 +397,7 @@ pub struct Simulation {
     measure_from: Time,
     bytes_offered: u64,
     bytes_delivered: u64,
+    data_packets_delivered: u64,
     payload_sent: u64,
     payload_dropped: u64,
     payload_discarded: u64,
@@ -531,6 +572,7 @@ impl Simulation {
             measure_from: Time::ZERO,
             bytes_offered: 0,
             bytes_delivered: 0,
+            data_packets_delivered: 0,
             payload_sent: 0,
             payload_discarded: 0,
             payload_dropped: 0,
@@ -777,6 +819,18 @@ impl Simulation {
             .held
             .map(|h| h.finish(&mut ports, now, self.measure_from));
         let buffered_bytes = self.switches.iter().map(|s| s.mmu.bytes_in_use()).sum();
+        let mut rlb = crate::lb::RlbCounters::default();
+        let mut alerts = Vec::new();
+        for sw in &self.switches {
+            if let Some(r) = sw.rlb() {
+                rlb.cnm_warnings += r.counters.cnm_warnings;
+                rlb.cnm_clears += r.counters.cnm_clears;
+                rlb.recirculations += r.counters.recirculations;
+                rlb.reroutes += r.counters.reroutes;
+                alerts.extend_from_slice(&r.alerts);
+            }
+        }
+        alerts.sort_by_key(|a: &AlertRecord| (a.time_ps, a.node, a.port));
         let stats = RunStats {
             events: self.events_done,
             end_ps: now.ps(),
@@ -796,6 +850,17 @@ impl Simulation {
             drops_black_hole: self.faults.drops.black_hole,
             drops_link_down: self.faults.drops.link_down,
             drops_no_route: self.faults.drops.no_route,
+            data_packets_delivered: self.data_packets_delivered,
+            recirculations: rlb.recirculations,
+            recirculations_per_packet: if self.data_packets_delivered > 0 {
+                rlb.recirculations as f64 / self.data_packets_delivered as f64
+            } else {
+                0.0
+            },
+            cnm_warnings: rlb.cnm_warnings,
+            cnm_clears: rlb.cnm_clears,
+            rlb_reroutes: rlb.reroutes,
+            alerts: alerts.len() as u64,
             flows_total: self.flows.len() as u64,
             flows_finished: self.flows_finished,
             fingerprint: self.fingerprint.value(),
@@ -810,6 +875,7 @@ impl Simulation {
             interrupted: false,
             reorder_log,
             held_packets,
+            alerts,
         }
     }
 }
