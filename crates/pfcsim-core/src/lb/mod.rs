@@ -451,7 +451,7 @@ impl SwitchLb {
             SwitchLb::LetFlow(s) => s.on_dequeue(port, pkt),
             SwitchLb::Conga(s) => s.on_dequeue(ctx, port, pkt),
             SwitchLb::Hula(s) => s.on_dequeue(ctx, port, pkt),
-            SwitchLb::Rlb(s) => s.inner.on_dequeue(ctx, port, pkt),
+            SwitchLb::Rlb(s) => s.on_dequeue(ctx, port, pkt),
             SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
             | SwitchLb::Drb(_)

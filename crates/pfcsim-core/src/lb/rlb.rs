@@ -113,6 +113,7 @@ pub struct RlbConfig {
     /// Valid: 1..=16,777,216.
     pub table_size: u32,
     /// The wrapped scheme (default DRILL).
+    #[serde(deserialize_with = "crate::tagged::nested")]
     pub inner: Box<LbConfig>,
 }
 
@@ -294,6 +295,9 @@ pub struct Rlb {
     max_recirc: u32,
     fault_threshold: f64,
     interval: Time,
+    /// A sampling tick is pending (ticks run while any watched queue is in use or warned,
+    /// and restart at the next data packet the switch sends).
+    tick_armed: bool,
     ttl: Time,
     /// Ingress ports leading to switches, watched for PFC.
     watched: Vec<u16>,
@@ -315,6 +319,8 @@ pub struct Rlb {
     rtt_period: Vec<Time>,
     paths: Vec<PathRtt>,
     table: Vec<Recirc>,
+    /// Entries of `table` in use (packets in the recirculation loop).
+    in_loop: u32,
     round: Round,
     pub counters: RlbCounters,
     pub alerts: Vec<AlertRecord>,
@@ -411,6 +417,7 @@ impl Rlb {
             max_recirc: cfg.max_recirculations,
             fault_threshold: cfg.fault_threshold,
             interval,
+            tick_armed: false,
             ttl,
             watched,
             horizon,
@@ -441,6 +448,7 @@ impl Rlb {
                     0
                 }
             ],
+            in_loop: 0,
             round: Round {
                 per_port: vec![0; n_ports],
                 ..Default::default()
@@ -453,7 +461,15 @@ impl Rlb {
 
     pub fn on_start(&mut self, ctx: &mut LbCtx) {
         self.inner.on_start(ctx);
-        if !self.watched.is_empty() {
+    }
+
+    /// A data packet leaves egress `port`: the inner scheme's hook, and the sampling ticks
+    /// restart if they had stopped (an idle switch does not tick, so runs drain).
+    #[inline]
+    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
+        self.inner.on_dequeue(ctx, port, pkt);
+        if !self.tick_armed && !self.watched.is_empty() {
+            self.tick_armed = true;
             ctx.actions.push(LbAction::SetTimer {
                 at: ctx.now + self.interval,
                 token: TICK,
@@ -464,11 +480,14 @@ impl Rlb {
     pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         match token {
             TICK => {
-                self.predict(ctx);
-                ctx.actions.push(LbAction::SetTimer {
-                    at: ctx.now + self.interval,
-                    token: TICK,
-                });
+                if self.predict(ctx) {
+                    ctx.actions.push(LbAction::SetTimer {
+                        at: ctx.now + self.interval,
+                        token: TICK,
+                    });
+                } else {
+                    self.tick_armed = false;
+                }
             }
             ROUND => self.end_round(ctx),
             _ if token & OUTER_TIMER == 0 => self.inner.on_timer(ctx, token),
@@ -488,14 +507,21 @@ impl Rlb {
         self.removed[port as usize] || self.warned(port, prio, now)
     }
 
+    /// Whether this switch is warning its upstream about ingress (`port`, `prio`) now.
+    pub fn warning_sent(&self, port: u16, prio: u8) -> bool {
+        self.watch[port as usize * N_PRIO + prio as usize].warning
+    }
+
     /// Whether egress `port` was found faulty (Algorithm 2) and is no longer chosen.
     pub fn is_removed(&self, port: u16) -> bool {
         self.removed[port as usize]
     }
 
-    /// The prediction module: one sample of every watched ingress queue.
-    fn predict(&mut self, ctx: &mut LbCtx) {
-        let Some(mmu) = ctx.mmu else { return };
+    /// The prediction module: one sample of every watched ingress queue. Returns whether
+    /// any of them is in use or warned (sampling goes on).
+    fn predict(&mut self, ctx: &mut LbCtx) -> bool {
+        let Some(mmu) = ctx.mmu else { return false };
+        let mut busy = false;
         let threshold = mmu.threshold();
         let interval = self.interval.ps() as u128;
         for &p in &self.watched {
@@ -509,6 +535,7 @@ impl Rlb {
                 if used == 0 && prev == 0 && !w.warning {
                     continue;
                 }
+                busy = true;
                 let growth = used.saturating_sub(prev) as u128;
                 let projected = used as u128 + growth * horizon / interval;
                 let danger = mmu.is_pausing(port, prio)
@@ -539,6 +566,7 @@ impl Rlb {
                 }
             }
         }
+        busy
     }
 
     /// A message of RLB arrived: a CNM from the downstream switch on `port`, a probe (this
@@ -839,13 +867,30 @@ impl Rlb {
         } else {
             self.max_recirc
         };
-        if e.count as u32 >= limit {
+        // The recirculation ingress must stay below its XOFF threshold: what is queued for the
+        // loopback will all arrive there.
+        let loop_full = ctx.mmu.is_some_and(|m| {
+            let queued = ctx.ports[lo as usize].total_queue_bytes();
+            m.ingress_use(lo as usize + 1, pkt.priority) + queued + pkt.wire_bytes as u64
+                >= m.threshold()
+        });
+        let refused = if loop_full || e.count as u32 >= limit {
             self.counters.refused_limit += 1;
-            self.table[slot] = e;
-            return false;
-        }
-        if self.adaptive && ctx.now.saturating_sub(e.first_at) + t_rc > e.gap {
+            true
+        } else if self.adaptive && ctx.now.saturating_sub(e.first_at) + t_rc > e.gap {
             self.counters.refused_delay += 1;
+            true
+        } else {
+            false
+        };
+        if refused && !from_loop {
+            return false; // never entered the loop: nothing to keep
+        }
+        if !self.table[slot].used {
+            self.in_loop += 1;
+        }
+        if refused {
+            // Kept until the packet leaves the loop (at once, through `leave_loop`).
             self.table[slot] = e;
             return false;
         }
@@ -865,6 +910,7 @@ impl Rlb {
         let e = &mut self.table[slot];
         let count = if e.used && e.flow == pkt.flow && e.seq == pkt.seq {
             e.used = false;
+            self.in_loop -= 1;
             e.count as u64
         } else {
             1
@@ -903,7 +949,9 @@ impl Rlb {
     fn end_round(&mut self, ctx: &mut LbCtx) {
         let r = &mut self.round;
         let recirculated: u32 = r.per_port.iter().sum();
-        if r.finished > 0 && r.finished_sum as f64 / r.finished as f64 > self.fault_threshold {
+        // A round in which no packet left the loop brings no evidence either way.
+        if r.finished == 0 {
+        } else if r.finished_sum as f64 / r.finished as f64 > self.fault_threshold {
             // The egress charged with the most recirculations (lowest index on ties).
             let top = (0..r.per_port.len())
                 .filter(|&p| r.per_port[p] > 0)
@@ -939,7 +987,7 @@ impl Rlb {
         r.finished = 0;
         r.finished_sum = 0;
         r.per_port.iter_mut().for_each(|c| *c = 0);
-        let still = recirculated > 0 || self.table.iter().any(|e| e.used);
+        let still = recirculated > 0 || self.in_loop > 0;
         if still {
             // The next round: N_rc from the queue now (the packet size of an MTU stands in).
             let lo = ctx.loopback.expect("rounds run only with recirculation");

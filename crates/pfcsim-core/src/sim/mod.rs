@@ -637,6 +637,22 @@ impl Simulation {
         out
     }
 
+    /// Runs the next event (tests that watch the state between events); `None` when no
+    /// event is left.
+    #[cfg(test)]
+    pub(crate) fn step(&mut self) -> Option<Time> {
+        let (t, ev) = self.events.pop()?;
+        if t > self.stop.at {
+            self.now = self.stop.at;
+            return None;
+        }
+        self.now = t;
+        self.events_done += 1;
+        self.fingerprint.add(t, ev.code());
+        self.handle(ev);
+        Some(t)
+    }
+
     fn handle(&mut self, ev: Event) {
         match ev {
             Event::TxDone(p) => self.tx_done(p),

@@ -488,7 +488,10 @@ impl Simulation {
                     self.arena.free(pid);
                     return;
                 }
-                Admission::Accept { pause: p } => pause = p,
+                // The loopback is inside the switch: its far end never pauses it.
+                Admission::Accept { pause: p } => {
+                    pause = p && sw.loopback.map(|l| l + 1) != Some(in_local)
+                }
             }
         }
         let in_port = sw.ports.start + in_local as u32;
@@ -546,6 +549,7 @@ impl Simulation {
             if sw
                 .mmu
                 .release(in_local as usize, prio, pkt.wire_bytes as u64)
+                && sw.loopback.map(|l| l + 1) != Some(in_local)
             {
                 resume = Some(sw.ports.start + in_local as u32);
             }
