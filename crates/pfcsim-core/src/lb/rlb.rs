@@ -255,7 +255,8 @@ struct Round {
     /// Packets that left the recirculation loop this round, and their recirculations.
     finished: u64,
     finished_sum: u64,
-    /// Recirculations charged to each egress this round.
+    /// Recirculations this round, and those charged to each egress.
+    recirculated: u64,
     per_port: Vec<u32>,
     suspect: Option<u16>,
     suspect_rounds: u32,
@@ -281,8 +282,9 @@ pub struct RlbCounters {
 pub enum Decision {
     /// Forward on this egress (`rerouted`: not the inner scheme's choice).
     Forward { port: u16, rerouted: bool },
-    /// Recirculate; `charged` is the egress whose RTT gap caused it, `gap` that gap.
-    Recirculate { charged: u16, gap: Time },
+    /// Recirculate; `charged` is the egress whose RTT gap caused it (`None` when every
+    /// candidate is warned: congestion everywhere, nobody's fault), `gap` that gap.
+    Recirculate { charged: Option<u16>, gap: Time },
 }
 
 /// One switch's RLB instance around its inner scheme.
@@ -734,7 +736,9 @@ impl Rlb {
             Decision::Recirculate { charged, gap } => {
                 let lo = lo.expect("recirculation needs the loopback");
                 // Measure the path that made the packet wait, if it is due.
-                self.maybe_probe(ctx, pkt, dst_tor, charged);
+                if let Some(ps) = charged {
+                    self.maybe_probe(ctx, pkt, dst_tor, ps);
+                }
                 if self.admit_recirculation(ctx, lo, pkt, from_loop, gap, t_rc, charged) {
                     return lo;
                 }
@@ -804,7 +808,10 @@ impl Rlb {
                 .saturating_sub(self.rtt(now, dst_tor, port));
             // Waiting for a faulty path is pointless: only warned paths are waited for.
             if can_recirculate && !self.removed[port as usize] && gap > t_rc {
-                return Decision::Recirculate { charged: ps, gap };
+                return Decision::Recirculate {
+                    charged: Some(ps),
+                    gap,
+                };
             }
             tried |= 1 << next;
             cur = next;
@@ -812,7 +819,7 @@ impl Rlb {
         // Every candidate is warned: wait by recirculating, or take p.
         if can_recirculate && !self.removed[p as usize] {
             Decision::Recirculate {
-                charged: p,
+                charged: None,
                 gap: Time::MAX,
             }
         } else {
@@ -839,7 +846,7 @@ impl Rlb {
         from_loop: bool,
         gap: Time,
         t_rc: Time,
-        charged: u16,
+        charged: Option<u16>,
     ) -> bool {
         let slot = self.slot(pkt);
         let mut e = self.table[slot];
@@ -897,7 +904,10 @@ impl Rlb {
         e.count += 1;
         self.table[slot] = e;
         self.counters.recirculations += 1;
-        self.round.per_port[charged as usize] += 1;
+        self.round.recirculated += 1;
+        if let Some(ps) = charged {
+            self.round.per_port[ps as usize] += 1;
+        }
         true
     }
 
@@ -948,7 +958,8 @@ impl Rlb {
     /// recirculate.
     fn end_round(&mut self, ctx: &mut LbCtx) {
         let r = &mut self.round;
-        let recirculated: u32 = r.per_port.iter().sum();
+        let recirculated = r.recirculated;
+        r.recirculated = 0;
         // A round in which no packet left the loop brings no evidence either way.
         if r.finished == 0 {
         } else if r.finished_sum as f64 / r.finished as f64 > self.fault_threshold {
@@ -1096,7 +1107,7 @@ mod tests {
         assert_eq!(
             rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, true),
             Decision::Recirculate {
-                charged: 4,
+                charged: Some(4),
                 gap: Time::from_us(2)
             }
         );
@@ -1123,7 +1134,7 @@ mod tests {
         warn(&mut rlb, &mut sw, 2, 3);
         assert!(matches!(
             rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, true),
-            Decision::Recirculate { charged: 3, .. }
+            Decision::Recirculate { charged: None, .. }
         ));
         assert_eq!(
             rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, false),
@@ -1288,7 +1299,7 @@ mod tests {
                 ctx.mmu = Some(&mmu);
                 let t_rc = Rlb::t_rc(&ctx, 6, &pkt);
                 let from_loop = n > 0 || from_loop_first;
-                if !rlb.admit_recirculation(&mut ctx, 6, &pkt, from_loop, gap, t_rc, 3) {
+                if !rlb.admit_recirculation(&mut ctx, 6, &pkt, from_loop, gap, t_rc, Some(3)) {
                     return n;
                 }
                 n += 1;
