@@ -232,7 +232,10 @@ fn rlb_star_detects_a_black_holed_spine_and_stops_sending_to_it() {
     // congestion alone: see docs/schemes/rlb.md).
     let alert = out.alerts[0];
     assert_eq!((alert.node, alert.downstream), (6, 11), "{:?}", out.alerts);
-    assert!(alert.time_ps < 1_000_000_000, "found within the first millisecond");
+    assert!(
+        alert.time_ps < 1_000_000_000,
+        "found within the first millisecond"
+    );
     assert_eq!(out.stats.alerts as usize, out.alerts.len());
     assert!(out.stats.recirculations > 0);
     // Only what was already queued for spine 11 left after the alert.
