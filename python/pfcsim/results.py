@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 #: The tables of a run folder, each read from `<name>.parquet`.
 TABLES = ("flows", "ports", "summary")
-#: Tables only some runs write (`reorder_queues`: schemes with reorder queues, ConWeave).
-OPTIONAL_TABLES = ("reorder_queues",)
+#: Tables only some runs write (`reorder_queues`: schemes with reorder queues, ConWeave;
+#: `alerts`: RLB runs).
+OPTIONAL_TABLES = ("reorder_queues", "alerts")
 
 
 class Results:
@@ -119,6 +120,15 @@ class Results:
         """`reorder_queues` as a polars DataFrame; None for schemes without reorder queues."""
         table = self._tables.get("reorder_queues")
         return None if table is None else _to_polars(table)
+
+    @cached_property
+    def alerts(self) -> pd.DataFrame | None:
+        """Faulty switches reported by RLB* (pandas); None for runs of other schemes.
+
+        Columns `time_ps`, `node`, `port`, `downstream` (docs/metrics.md).
+        """
+        table = self._tables.get("alerts")
+        return None if table is None else _to_pandas(table)
 
     @cached_property
     def flows_pl(self) -> pl.DataFrame:

@@ -122,6 +122,20 @@ pub struct ReorderChange {
     pub in_use: u32,
 }
 
+/// A switch found one of its egresses faulty and reported the switch behind it (RLB*'s
+/// failure detection, Algorithm 2 of the RLB paper); the egress is no longer chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AlertRecord {
+    /// When the port was found faulty.
+    pub time_ps: u64,
+    /// The switch that raised the alert.
+    pub node: u32,
+    /// Its local egress port found faulty.
+    pub port: u16,
+    /// The node behind that port, reported as faulty.
+    pub downstream: u32,
+}
+
 /// Run-wide counters.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct RunStats {
@@ -159,6 +173,22 @@ pub struct RunStats {
     /// Data packets a resequencing buffer pushed to the transport out of order, after its
     /// timeout or when full (go-back-N then discards them and NACKs).
     pub reseq_flushed_packets: u64,
+    /// Data packets delivered in order to receivers.
+    pub data_packets_delivered: u64,
+    /// RLB: recirculations of data packets through a switch's loopback (0 for other schemes).
+    pub recirculations: u64,
+    /// RLB: `recirculations / data_packets_delivered` (0 when nothing was delivered).
+    pub recirculations_per_packet: f64,
+    /// RLB: PFC warnings (congestion notification messages) sent to upstream switches,
+    /// refreshes in `expiry` mode included; clearing messages are not counted.
+    pub cnm_warnings: u64,
+    /// RLB: clearing messages that ended a warning (`warning_end = "clear"`).
+    pub cnm_clears: u64,
+    /// RLB: data packets sent to another path than the inner scheme's choice because of a
+    /// warning (Algorithm 1's replace step).
+    pub rlb_reroutes: u64,
+    /// RLB*: switches reported faulty (rows of `alerts.parquet`).
+    pub alerts: u64,
     pub flows_total: u64,
     pub flows_finished: u64,
     /// Start of the measured interval `[measure_from_ps, end_ps]`: the start of the first flow

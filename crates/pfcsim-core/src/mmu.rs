@@ -182,6 +182,15 @@ impl Mmu {
         self.shared_used
     }
 
+    /// Bytes of (port, prio) that count against the XOFF threshold: its shared-pool use plus
+    /// any headroom it uses (PAUSE is sent once this reaches [`Mmu::threshold`] or headroom is
+    /// touched). Read-only view for load balancers that predict PFC (RLB).
+    #[inline]
+    pub fn ingress_use(&self, port: usize, prio: u8) -> u64 {
+        let q = &self.queues[Self::idx(port, prio)];
+        self.shared_of(q) + q.hdrm
+    }
+
     /// Whether this switch has PAUSE outstanding for (port, prio).
     pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
         self.queues[Self::idx(port, prio)].paused

@@ -8,7 +8,7 @@
 //! Snappy-compressed and written in row groups of at most 2^20 (about a million) rows, each
 //! built from its own chunk of records, so memory stays bounded for millions of flows.
 
-use crate::metrics::{nearest_rank, FlowRecord, PortRecord, ReorderChange};
+use crate::metrics::{nearest_rank, AlertRecord, FlowRecord, PortRecord, ReorderChange};
 use arrow_array::types::{
     ArrowPrimitiveType, Float64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
@@ -75,6 +75,12 @@ pub fn write_reorder_parquet(
     write_table(path, log, ROWS_PER_GROUP, |rows| {
         reorder_columns(rows, ports)
     })
+}
+
+/// Writes one row per [`AlertRecord`] to `path` (`time_ps`, `node`, `port`, `downstream`),
+/// in time order: the faulty switches reported by RLB*.
+pub fn write_alerts_parquet(path: &Path, alerts: &[AlertRecord]) -> Result<(), OutputError> {
+    write_table(path, alerts, ROWS_PER_GROUP, alert_columns)
 }
 
 /// Writes one row per [`SummaryRow`] to `path`, in order, with the same column names as its
@@ -149,6 +155,14 @@ fn reorder_columns<'a>(
         .prim::<UInt32Type>("node", |r| ports[r.port_id as usize].node)
         .prim::<UInt16Type>("port", |r| ports[r.port_id as usize].port)
         .prim::<UInt32Type>("in_use", |r| r.in_use)
+}
+
+fn alert_columns(rows: &[AlertRecord]) -> Columns<'_, AlertRecord> {
+    Columns::new(rows)
+        .prim::<UInt64Type>("time_ps", |a| a.time_ps)
+        .prim::<UInt32Type>("node", |a| a.node)
+        .prim::<UInt16Type>("port", |a| a.port)
+        .prim::<UInt32Type>("downstream", |a| a.downstream)
 }
 
 fn summary_columns(rows: &[SummaryRow]) -> Columns<'_, SummaryRow> {

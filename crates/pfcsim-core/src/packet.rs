@@ -92,6 +92,8 @@ pub struct Packet {
     /// probe's.
     pub ce: bool,
     /// ACK/NACK: the receiver asks the sender's congestion control to react (DCQCN CNP).
+    /// Scheme message (`LbControl`): it belongs to the wrapping scheme (RLB) and goes to its
+    /// `on_outer_control`, not to the inner scheme's `on_control`.
     pub cnp: bool,
     /// UDP source port (the per-flow entropy ECMP hashes on).
     pub sport: u16,

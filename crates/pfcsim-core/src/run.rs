@@ -3,13 +3,13 @@
 //!
 //! A run folder holds `spec.toml` (the resolved spec, every default filled in),
 //! `flows.parquet`, `ports.parquet`, `summary.parquet`, `summary.txt` (the summary as the
-//! command line prints it), `stats.json` (run-wide counters and the fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
+//! command line prints it), `alerts.parquet` (RLB runs: faulty switches reported), `stats.json` (run-wide counters and the fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
 //! simulators, for side-by-side comparisons).
 
 use crate::metrics::RunStats;
 use crate::output::{
-    write_flows_parquet, write_ports_parquet, write_reorder_parquet, write_summary_parquet,
-    OutputError, SizeBuckets, Summary,
+    write_alerts_parquet, write_flows_parquet, write_ports_parquet, write_reorder_parquet,
+    write_summary_parquet, OutputError, SizeBuckets, Summary,
 };
 use crate::sim::{RunOutput, Simulation};
 use crate::spec::{Scenario, Spec, SpecError};
@@ -69,6 +69,12 @@ pub fn write_run_dir(
         None => {
             let _ = std::fs::remove_file(&reorder_path);
         }
+    }
+    let alerts_path = dir.join("alerts.parquet");
+    if matches!(spec.lb, crate::lb::LbConfig::Rlb(_)) {
+        write_alerts_parquet(&alerts_path, &out.alerts)?;
+    } else {
+        let _ = std::fs::remove_file(&alerts_path);
     }
     let stats_path = dir.join("stats.json");
     std::fs::write(&stats_path, stats_json(&out.stats)).map_err(|e| io(&stats_path, e))?;

@@ -59,6 +59,27 @@ pub(crate) fn split_located(message: &str) -> Option<(&str, Option<usize>, &str)
     Some((path, offset.parse().ok(), message))
 }
 
+/// Reads a tagged table nested in a tagged table (`[lb.inner]` inside `[lb]`), for a field
+/// with `#[serde(deserialize_with = "crate::tagged::nested")]`. The outer table is read from
+/// a `toml::Value`, which has no spans, so the nested one is read again from its own text; an
+/// error inside it keeps its key path (the outer table prefixes it) and is reported at the
+/// line of the nested table's key.
+pub(crate) fn nested<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: de::Deserializer<'de>,
+    T: de::DeserializeOwned,
+{
+    let value = Value::deserialize(deserializer)?;
+    let text = toml::to_string(&value).map_err(de::Error::custom)?;
+    toml::from_str::<T>(&text).map_err(|e| {
+        let message = e.message().trim_end().to_string();
+        match split_located(&message) {
+            Some((path, _, message)) => located(path, None, message),
+            None => de::Error::custom(message),
+        }
+    })
+}
+
 /// Joins a key path and the path of a located error inside it.
 pub(crate) fn join(outer: &str, inner: &str) -> String {
     match (outer, inner) {

@@ -115,6 +115,7 @@ mod tests {
                     node: 1,
                     ports: &[],
                     loopback: None,
+                    mmu: None,
                     rng: &mut rng,
                     actions: &mut actions,
                 };

@@ -181,6 +181,7 @@ mod tests {
                     node: 7,
                     ports: &[],
                     loopback: None,
+                    mmu: None,
                     rng,
                     actions: &mut actions,
                 };

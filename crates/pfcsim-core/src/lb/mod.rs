@@ -33,6 +33,14 @@
 //! then serialized on the loopback, charged to the buffer like any packet, and comes back in
 //! at the other end (`ctx.loopback + 1`, visible as `pkt.ingress_port`) to be routed again.
 //! A loopback egress does not count as a hop in `pkt.hop`.
+//!
+//! Wrapping: a scheme may wrap another (RLB wraps any switch-side scheme, `[lb.inner]`). The
+//! wrapper's own messages travel as [`LbAction::SendOuterControl`] and
+//! [`LbAction::SendOuterRouted`] and arrive at `on_outer_control`, so the inner scheme's
+//! messages and the wrapper's never mix. A scheme whose [`LbConfig::sees_pinned`] is true is
+//! asked to `choose` even for a data packet whose path the sender pinned (see
+//! [`pinned_choice`]): the pinned candidate becomes its input instead of the switch's answer.
+//! A wrapper's timer tokens have bit 63 set ([`OUTER_TIMER`]); inner schemes never set it.
 
 pub mod conga;
 pub mod conweave;
@@ -46,9 +54,11 @@ pub mod letflow;
 pub mod presto;
 #[cfg(test)]
 pub mod probe;
+pub mod rlb;
 pub mod rps;
 
 use crate::engine::Rng;
+use crate::mmu::Mmu;
 use crate::packet::{LbHeader, Packet};
 use crate::sim::PortState;
 use crate::units::Time;
@@ -63,6 +73,7 @@ pub use hermes::{Hermes, HermesConfig};
 pub use hula::{Hula, HulaConfig};
 pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
 pub use presto::{Presto, PrestoConfig, Resequencing};
+pub use rlb::{Rlb, RlbConfig, RlbCounters, WarningEnd};
 pub use rps::{Rps, RpsConfig};
 
 /// Largest accepted `table_size` of a scheme's flow or flowlet table.
@@ -99,6 +110,40 @@ pub enum LbAction {
     /// Move the packets held in reorder queue `queue` of local egress `port` (see
     /// [`Ingress::Hold`]) into that egress's queue, in the order they were held.
     Release { port: u16, queue: u16 },
+    /// Like `SendControl`, but a message of the wrapping scheme (RLB): it arrives at the
+    /// neighbour's `on_outer_control`, never at the inner scheme.
+    SendOuterControl { port: u16, header: LbHeader },
+    /// A 64-byte message of the wrapping scheme routed to the ToR of host `to_host` (it
+    /// arrives at that switch's `on_outer_control`). It leaves through local port `via` if
+    /// given (then ECMP at every later hop, as `SendRouted`), with source address `src` (a
+    /// node id: a probe may carry the addresses of the data packet it stands for). With
+    /// `priority` 0 it rides the strict-priority control queue, uncharged; with a data
+    /// priority it queues, is charged to the buffer and is paused like that priority's data
+    /// (charged at the sending switch to the ingress of `via`).
+    SendOuterRouted {
+        via: Option<u16>,
+        src: u32,
+        to_host: u32,
+        sport: u16,
+        dport: u16,
+        priority: u8,
+        header: LbHeader,
+    },
+}
+
+/// Bit of the timer tokens of a wrapping scheme (RLB); an inner scheme's tokens never have it.
+pub const OUTER_TIMER: u64 = 1 << 63;
+
+/// The candidate the sender pinned for a data packet at its current hop, if any: byte `hop`
+/// of `path_tag` (first four hops only), `c + 1` for candidate `c` modulo their number.
+#[inline]
+pub fn pinned_choice(pkt: &Packet, candidates: &[u16]) -> Option<u16> {
+    let pinned = (pkt.lb.path_tag >> (8 * pkt.hop.min(3) as u32)) & 0xff;
+    if pinned != 0 && pkt.hop < 4 {
+        Some(candidates[(pinned as usize - 1) % candidates.len()])
+    } else {
+        None
+    }
 }
 
 /// What `on_ingress` decides for a data packet.
@@ -122,6 +167,9 @@ pub struct LbCtx<'a> {
     /// from `choose` to recirculate the packet, which comes back in at the loopback's other
     /// end (`loopback + 1`) after the link's serialization and delay.
     pub loopback: Option<u16>,
+    /// Read-only view of the switch's buffer: ingress occupancy per (port, priority) and the
+    /// PFC XOFF threshold (`None` only in unit tests without a switch).
+    pub mmu: Option<&'a Mmu>,
     pub rng: &'a mut Rng,
     pub actions: &'a mut Vec<LbAction>,
 }
@@ -197,6 +245,9 @@ pub enum LbConfig {
     /// Host-side: paths sensed from ACK echoes and probes (RTT, ECN, losses), classified good,
     /// gray, bad or failed; cautious rerouting (Hermes).
     Hermes(HermesConfig),
+    /// Reordering-robust building block around another switch-side scheme (RLB/RLB*): PFC
+    /// prediction with warnings to the upstream switch, reroute or recirculate on a warning.
+    Rlb(RlbConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -263,6 +314,11 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "host-side: paths sensed from ACK echoes (RTT, ECN) and rack probes, classed good/gray/bad/failed; flows move only off bad paths when small gains are clear, or at once off failed ones",
             LbConfig::Hermes(HermesConfig::default()),
         ),
+        (
+            "rlb",
+            "wraps a switch-side scheme ([lb.inner]): predicts PFC from ingress queue growth and warns the upstream switch, which reroutes or recirculates packets bound for a warned path (RLB; adaptive = true: RLB*)",
+            LbConfig::Rlb(RlbConfig::default()),
+        ),
     ]
 }
 
@@ -279,6 +335,7 @@ impl LbConfig {
             LbConfig::ConWeave(_) => "conweave",
             LbConfig::Presto(_) => "presto",
             LbConfig::Hermes(_) => "hermes",
+            LbConfig::Rlb(_) => "rlb",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
@@ -295,6 +352,7 @@ impl LbConfig {
             LbConfig::ConWeave(c) => c.validate(),
             LbConfig::Presto(c) => c.validate(),
             LbConfig::Hermes(c) => c.validate(),
+            LbConfig::Rlb(c) => c.validate(),
             _ => Ok(()),
         }
     }
@@ -304,14 +362,31 @@ impl LbConfig {
     pub fn needs_fabric(&self) -> bool {
         matches!(
             self,
-            LbConfig::Conga(_) | LbConfig::Hula(_) | LbConfig::ConWeave(_)
+            LbConfig::Conga(_) | LbConfig::Hula(_) | LbConfig::ConWeave(_) | LbConfig::Rlb(_)
         )
+    }
+
+    /// Whether switches ask the scheme to `choose` for data packets whose path the sender
+    /// pinned, the pinned candidate being the scheme's input (RLB, which may override it on a
+    /// PFC warning). False for every other scheme: the switch honours the pin itself.
+    pub fn sees_pinned(&self) -> bool {
+        matches!(self, LbConfig::Rlb(_))
+    }
+
+    /// Whether the scheme recirculates packets and so needs `[switch.loopback]` (RLB with
+    /// `recirculation = true`).
+    pub fn needs_loopback(&self) -> bool {
+        matches!(self, LbConfig::Rlb(c) if c.recirculation)
     }
 
     /// Whether switches call the scheme's `on_ingress` for every data packet (ConWeave).
     /// False for every other scheme: their data path has no extra call.
     pub fn uses_ingress(&self) -> bool {
-        matches!(self, LbConfig::ConWeave(_))
+        match self {
+            LbConfig::ConWeave(_) => true,
+            LbConfig::Rlb(c) => c.inner.uses_ingress(),
+            _ => false,
+        }
     }
 
     /// Reorder queues the scheme may hold packets in, per host-facing egress of a ToR (0: the
@@ -319,6 +394,7 @@ impl LbConfig {
     pub fn reorder_queues_per_port(&self) -> u32 {
         match self {
             LbConfig::ConWeave(c) => c.reorder_queues,
+            LbConfig::Rlb(c) => c.inner.reorder_queues_per_port(),
             _ => 0,
         }
     }
@@ -326,12 +402,20 @@ impl LbConfig {
     /// Whether switches show ACKs and NACKs to the scheme's `on_dequeue` (CONGA with
     /// `feedback_on_acks`). False for every other scheme: their data path has no extra test.
     pub fn sees_acks(&self) -> bool {
-        matches!(self, LbConfig::Conga(c) if c.feedback_on_acks)
+        match self {
+            LbConfig::Conga(c) => c.feedback_on_acks,
+            LbConfig::Rlb(c) => c.inner.sees_acks(),
+            _ => false,
+        }
     }
 
     /// Whether part of the scheme runs at the hosts ([`LbConfig::host_side`]).
     pub fn runs_at_hosts(&self) -> bool {
-        matches!(self, LbConfig::Presto(_) | LbConfig::Hermes(_))
+        match self {
+            LbConfig::Presto(_) | LbConfig::Hermes(_) => true,
+            LbConfig::Rlb(c) => c.inner.runs_at_hosts(),
+            _ => false,
+        }
     }
 
     /// The host-side part of the scheme for a run of `flows` flows over `fabric` (`None`: the
@@ -342,6 +426,8 @@ impl LbConfig {
             LbConfig::Hermes(c) => Some(host::HostLb::Hermes(Box::new(Hermes::new(
                 c, fabric, flows,
             )))),
+            // RLB over a host-side scheme: the hosts run it, RLB takes their paths as input.
+            LbConfig::Rlb(c) => c.inner.host_side(flows, fabric),
             _ => None,
         }
     }
@@ -350,6 +436,7 @@ impl LbConfig {
     pub fn resequencing(&self) -> Option<Resequencing> {
         match self {
             LbConfig::Presto(c) => c.resequencing(),
+            LbConfig::Rlb(c) => c.inner.resequencing(),
             _ => None,
         }
     }
@@ -373,6 +460,7 @@ impl LbConfig {
             LbConfig::Presto(_) | LbConfig::Hermes(_) => {
                 SwitchLb::Ecmp(Ecmp::new(&EcmpConfig::default(), node))
             }
+            LbConfig::Rlb(c) => SwitchLb::Rlb(Box::new(Rlb::new(c, fabric))),
             #[cfg(test)]
             LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }
@@ -390,6 +478,7 @@ pub enum SwitchLb {
     Conga(Box<Conga>),
     Hula(Box<Hula>),
     ConWeave(Box<ConWeave>),
+    Rlb(Box<Rlb>),
     #[cfg(test)]
     Probe(probe::Probe),
 }
@@ -408,6 +497,7 @@ impl SwitchLb {
             SwitchLb::Conga(s) => s.choose(ctx, pkt, candidates),
             SwitchLb::Hula(s) => s.choose(ctx, pkt, candidates),
             SwitchLb::ConWeave(s) => s.choose(pkt, candidates),
+            SwitchLb::Rlb(s) => s.choose(ctx, pkt, candidates),
             #[cfg(test)]
             SwitchLb::Probe(s) => s.choose(ctx, pkt, candidates),
         }
@@ -421,6 +511,7 @@ impl SwitchLb {
             SwitchLb::LetFlow(s) => s.on_dequeue(port, pkt),
             SwitchLb::Conga(s) => s.on_dequeue(ctx, port, pkt),
             SwitchLb::Hula(s) => s.on_dequeue(ctx, port, pkt),
+            SwitchLb::Rlb(s) => s.on_dequeue(ctx, port, pkt),
             SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
             | SwitchLb::Drb(_)
@@ -437,6 +528,7 @@ impl SwitchLb {
     pub fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
         match self {
             SwitchLb::ConWeave(s) => s.on_ingress(ctx, pkt, candidates),
+            SwitchLb::Rlb(s) => s.inner.on_ingress(ctx, pkt, candidates),
             _ => Ingress::Forward,
         }
     }
@@ -446,6 +538,7 @@ impl SwitchLb {
         match self {
             SwitchLb::Hula(s) => s.on_control(ctx, port, header),
             SwitchLb::ConWeave(s) => s.on_control(ctx, port, header),
+            SwitchLb::Rlb(s) => s.inner.on_control(ctx, port, header),
             SwitchLb::Conga(_)
             | SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
@@ -459,10 +552,19 @@ impl SwitchLb {
         }
     }
 
+    /// A message of the wrapping scheme ([`LbAction::SendOuterControl`] from the neighbour on
+    /// local port `port`, or [`LbAction::SendOuterRouted`]) arrived.
+    pub fn on_outer_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
+        if let SwitchLb::Rlb(s) = self {
+            s.on_own_control(ctx, port, header);
+        }
+    }
+
     /// Called once per switch at time zero, before any event (periodic work starts here).
     pub fn on_start(&mut self, ctx: &mut LbCtx) {
         match self {
             SwitchLb::Hula(s) => s.on_start(ctx),
+            SwitchLb::Rlb(s) => s.on_start(ctx),
             _ => {
                 let _ = ctx;
             }
@@ -474,6 +576,7 @@ impl SwitchLb {
         match self {
             SwitchLb::Hula(s) => s.on_timer(ctx, token),
             SwitchLb::ConWeave(s) => s.on_timer(ctx, token),
+            SwitchLb::Rlb(s) => s.on_timer(ctx, token),
             SwitchLb::Conga(_)
             | SwitchLb::Ecmp(_)
             | SwitchLb::Rps(_)
@@ -524,6 +627,7 @@ impl TestSwitch {
             node: self.node,
             ports: &[],
             loopback: None,
+            mmu: None,
             rng: &mut self.rng,
             actions: &mut self.actions,
         }

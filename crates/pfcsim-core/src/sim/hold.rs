@@ -194,6 +194,72 @@ impl Simulation {
         count == 1 && self.host_index[self.ports[out as usize].peer_node as usize] != u32::MAX
     }
 
+    /// Sends a routed message of the wrapping scheme (RLB) from switch `s` towards the ToR of
+    /// `to_host`, out of local port `via` if given; see [`crate::lb::LbAction::SendOuterRouted`].
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_outer_routed(
+        &mut self,
+        s: u32,
+        via: Option<u16>,
+        src: u32,
+        to_host: u32,
+        (sport, dport): (u16, u16),
+        priority: u8,
+        header: LbHeader,
+    ) {
+        let sw = &mut self.switches[s as usize];
+        let mut pkt = Packet::new(PacketKind::LbControl);
+        pkt.src = src;
+        pkt.dst = to_host;
+        pkt.sport = sport;
+        pkt.dport = dport;
+        pkt.seq = ROUTED;
+        pkt.lb = header;
+        pkt.cnp = true;
+        pkt.priority = priority;
+        pkt.wire_bytes = self.cfg.nic.control_bytes;
+        let host = self.host_index[to_host as usize] as usize;
+        let (offset, count) = sw.routes[host];
+        if count == 0 {
+            return; // no route (a failed link not yet routed around)
+        }
+        let local = match via {
+            Some(port) => port,
+            None => {
+                let pick = (flow_hash(&pkt, sw.control_salt) % count as u64) as usize;
+                sw.next_hops[offset as usize + pick]
+            }
+        };
+        let out = sw.ports.start + local as u32;
+        if self.faults.port_down.get(out as usize) == Some(&true) {
+            return; // the link is down
+        }
+        if priority != CONTROL_PRIO {
+            // Charged like a data packet of that priority, to the ingress of its egress.
+            pkt.ingress_port = local;
+            let wire = pkt.wire_bytes as u64;
+            match sw.mmu.arrive(local as usize, priority, wire) {
+                crate::mmu::Admission::Drop => return,
+                crate::mmu::Admission::Accept { pause } => {
+                    if pause {
+                        self.send_pfc(out, priority, PacketKind::Pause);
+                    }
+                }
+            }
+        }
+        let pid = self.arena.alloc(pkt);
+        let now = self.now;
+        let port = &mut self.ports[out as usize];
+        port.rec.lb_messages_sent += 1;
+        let queue = if priority != CONTROL_PRIO {
+            priority
+        } else {
+            CONTROL_PRIO
+        };
+        port.enqueue(queue, pid, self.arena.get_mut(pid), now);
+        self.try_send(out);
+    }
+
     /// Sends a routed scheme message from switch `s` towards the ToR of `to_host`.
     pub(super) fn send_routed(
         &mut self,

@@ -544,6 +544,7 @@ impl Simulation {
         let reply = if pkt.seq == flow.expected {
             flow.expected += pkt.payload as u64;
             self.bytes_delivered += pkt.payload as u64;
+            self.data_packets_delivered += 1;
             flow.unacked_packets += 1;
             flow.unacked_ce |= pkt.ce;
             let last = flow.expected >= flow.spec.size;

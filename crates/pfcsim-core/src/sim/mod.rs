@@ -25,7 +25,9 @@ mod tests;
 use crate::dcqcn::DcqcnConfig;
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::lb::{LbAction, LbConfig};
-use crate::metrics::{pfc_rates, FlowRecord, OodHistogram, PortRecord, ReorderChange, RunStats};
+use crate::metrics::{
+    pfc_rates, AlertRecord, FlowRecord, OodHistogram, PortRecord, ReorderChange, RunStats,
+};
 use crate::mmu::{Mmu, Threshold};
 use crate::packet::{Packet, PacketArena, PacketId, PacketKind};
 use crate::topology::Topology;
@@ -103,6 +105,8 @@ pub enum SetupError {
     EmptyFlow { index: usize },
     #[error("flow {index}: priority {priority} is out of range; data priorities are 1..=7 (0 is the control class)")]
     BadPriority { index: usize, priority: u8 },
+    #[error("switch {node}: scheme \"{scheme}\" recirculates packets but the switch has no loopback link; add [switch.loopback] (e.g. rate = \"40Gbps\", delay = \"500ns\") or set lb.recirculation = false")]
+    NoLoopback { node: u32, scheme: &'static str },
     #[error("switch {node}: the buffer ({buffer} B) leaves no shared pool after its ports' headroom and reserve ({set_aside} B); raise switch.buffer or lower switch.pfc.headroom")]
     BufferTooSmall {
         node: u32,
@@ -195,6 +199,42 @@ impl PortState {
     /// Node id at the far end of the link.
     pub fn peer_node(&self) -> u32 {
         self.peer_node
+    }
+
+    /// `n` idle ports of one switch (node 0) with links of `rate_bps` and `delay`, the port
+    /// `i` leading to node `100 + i`: views for unit tests of schemes.
+    #[cfg(test)]
+    pub(crate) fn test_ports(n: usize, rate_bps: u64, delay: Time) -> Vec<PortState> {
+        (0..n)
+            .map(|i| PortState {
+                owner: NodeRef::Switch(0),
+                peer_ref: NodeRef::Switch(1),
+                node: 0,
+                peer: 0,
+                peer_node: 100 + i as u32,
+                rate: Rate(rate_bps),
+                delay,
+                prio: Default::default(),
+                tx_packets: 0,
+                tx_bytes: 0,
+                peak_queue_bytes: 0,
+                pfc_out: VecDeque::new(),
+                total_queue_bytes: 0,
+                busy_until: Time::ZERO,
+                wake_at: Time::MAX,
+                rr_next: 1,
+                paused: 0,
+                nonempty: 0,
+                paused_any_since: Time::ZERO,
+                queue_integral: 0,
+                queue_changed: Time::ZERO,
+                in_flight: VecDeque::new(),
+                ecn_kmin: u64::MAX,
+                ecn_kmax: u64::MAX,
+                ecn_pmax: 0.0,
+                rec: PortRecord::default(),
+            })
+            .collect()
     }
 
     /// Total time priority `prio` has been paused up to `now`.
@@ -340,6 +380,8 @@ pub struct RunOutput {
     pub reorder_log: Option<Vec<ReorderChange>>,
     /// Packets held in reorder queues when the run ended.
     pub held_packets: usize,
+    /// Faulty switches reported by RLB* (Algorithm 2), in time order (empty otherwise).
+    pub alerts: Vec<AlertRecord>,
 }
 
 /// A simulation of one fabric with one set of flows.
@@ -365,6 +407,7 @@ pub struct Simulation {
     measure_from: Time,
     bytes_offered: u64,
     bytes_delivered: u64,
+    data_packets_delivered: u64,
     payload_sent: u64,
     payload_dropped: u64,
     payload_discarded: u64,
@@ -545,6 +588,7 @@ impl Simulation {
             measure_from: Time::ZERO,
             bytes_offered: 0,
             bytes_delivered: 0,
+            data_packets_delivered: 0,
             payload_sent: 0,
             payload_discarded: 0,
             payload_dropped: 0,
@@ -629,6 +673,22 @@ impl Simulation {
         let mut out = self.finish(wall.elapsed().as_secs_f64());
         out.interrupted = interrupted;
         out
+    }
+
+    /// Runs the next event (tests that watch the state between events); `None` when no
+    /// event is left.
+    #[cfg(test)]
+    pub(crate) fn step(&mut self) -> Option<Time> {
+        let (t, ev) = self.events.pop()?;
+        if t > self.stop.at {
+            self.now = self.stop.at;
+            return None;
+        }
+        self.now = t;
+        self.events_done += 1;
+        self.fingerprint.add(t, ev.code());
+        self.handle(ev);
+        Some(t)
     }
 
     fn handle(&mut self, ev: Event) {
@@ -822,6 +882,18 @@ impl Simulation {
         let measured_ps = now.saturating_sub(self.measure_from).ps();
         let (pfc_pause_rate, pfc_pauses_per_port_s) =
             pfc_rates(&ports, |p| is_switch(p.peer), measured_ps);
+        let mut rlb = crate::lb::RlbCounters::default();
+        let mut alerts = Vec::new();
+        for sw in &self.switches {
+            if let Some(r) = sw.rlb() {
+                rlb.cnm_warnings += r.counters.cnm_warnings;
+                rlb.cnm_clears += r.counters.cnm_clears;
+                rlb.recirculations += r.counters.recirculations;
+                rlb.reroutes += r.counters.reroutes;
+                alerts.extend_from_slice(&r.alerts);
+            }
+        }
+        alerts.sort_by_key(|a: &AlertRecord| (a.time_ps, a.node, a.port));
         let stats = RunStats {
             events: self.events_done,
             end_ps: now.ps(),
@@ -843,6 +915,17 @@ impl Simulation {
             drops_no_route: self.faults.drops.no_route,
             resequenced_packets: self.reseq.as_ref().map_or(0, |r| r.resequenced),
             reseq_flushed_packets: self.reseq.as_ref().map_or(0, |r| r.flushed),
+            data_packets_delivered: self.data_packets_delivered,
+            recirculations: rlb.recirculations,
+            recirculations_per_packet: if self.data_packets_delivered > 0 {
+                rlb.recirculations as f64 / self.data_packets_delivered as f64
+            } else {
+                0.0
+            },
+            cnm_warnings: rlb.cnm_warnings,
+            cnm_clears: rlb.cnm_clears,
+            rlb_reroutes: rlb.reroutes,
+            alerts: alerts.len() as u64,
             flows_total: self.flows.len() as u64,
             flows_finished: self.flows_finished,
             measure_from_ps: self.measure_from.ps(),
@@ -870,6 +953,7 @@ impl Simulation {
             interrupted: false,
             reorder_log,
             held_packets,
+            alerts,
         }
     }
 }

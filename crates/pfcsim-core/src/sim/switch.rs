@@ -11,7 +11,7 @@
 use super::{build_mmu, ecn_rng, switch_rng, PortState, SetupError, Simulation, CONTROL_PRIO};
 use super::{FabricConfig, N_PRIO};
 use crate::engine::{mix64, Rng};
-use crate::lb::{flow_hash, LbAction, LbCtx, LbFabric, PortDir, SwitchLb, NO_TOR};
+use crate::lb::{flow_hash, pinned_choice, LbAction, LbCtx, LbFabric, PortDir, SwitchLb, NO_TOR};
 use crate::mmu::{Admission, Mmu};
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::units::{Bytes, Rate, Time};
@@ -154,6 +154,8 @@ pub(super) struct Switch {
     lb_acks: bool,
     /// The scheme sees every data packet at ingress (`LbConfig::uses_ingress`).
     lb_ingress: bool,
+    /// The scheme chooses even for pinned data packets (`LbConfig::sees_pinned`).
+    lb_pinned: bool,
     /// Salt of the ECMP hash used for control packets.
     pub(super) control_salt: u64,
     /// Local index of the loopback egress (its other end is the next port), if any.
@@ -190,6 +192,16 @@ impl Switch {
                 set_aside,
             });
         }
+        let loopback = neighbours
+            .iter()
+            .position(|&(peer, _)| peer == node)
+            .map(|i| i as u16);
+        if loopback.is_none() && cfg.lb.needs_loopback() {
+            return Err(SetupError::NoLoopback {
+                node,
+                scheme: cfg.lb.name(),
+            });
+        }
         let lb = cfg
             .lb
             .instantiate(&lb_fabric(node, &ports, adj, to_host, all_ports, cfg));
@@ -202,11 +214,9 @@ impl Switch {
             lb,
             lb_acks: cfg.lb.sees_acks(),
             lb_ingress: cfg.lb.uses_ingress(),
+            lb_pinned: cfg.lb.sees_pinned(),
             control_salt: mix64(node as u64 ^ 0x5eed),
-            loopback: neighbours
-                .iter()
-                .position(|&(peer, _)| peer == node)
-                .map(|i| i as u16),
+            loopback,
             rng: switch_rng(seed, node),
             ecn_rng: ecn_rng(seed, node),
             faulty: false,
@@ -342,6 +352,14 @@ impl Switch {
 }
 
 impl Switch {
+    /// The switch's RLB instance, if the scheme is RLB.
+    pub(super) fn rlb(&self) -> Option<&crate::lb::Rlb> {
+        match &self.lb {
+            SwitchLb::Rlb(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// Calls `hook` with this switch's scheme, the context the scheme sees and acts through,
     /// and the switch's next-hop table (for slicing the candidates of a decision).
     #[inline]
@@ -359,6 +377,7 @@ impl Switch {
             lb,
             loopback,
             rng,
+            mmu,
             ..
         } = self;
         let mut ctx = LbCtx {
@@ -366,6 +385,7 @@ impl Switch {
             node: *node,
             ports: &all_ports[ports.start as usize..ports.end as usize],
             loopback: *loopback,
+            mmu: Some(mmu),
             rng,
             actions,
         };
@@ -388,9 +408,15 @@ impl Simulation {
             }
             let sw = &mut self.switches[s as usize];
             let header = self.arena.get(pid).lb;
+            // `cnp` on a scheme message: it is the wrapping scheme's (RLB), not the inner's.
+            let outer = self.arena.get(pid).cnp;
             self.arena.free(pid);
             sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
-                lb.on_control(ctx, in_local, &header)
+                if outer {
+                    lb.on_outer_control(ctx, in_local, &header)
+                } else {
+                    lb.on_control(ctx, in_local, &header)
+                }
             });
             self.apply_lb_actions(s);
             return;
@@ -415,7 +441,6 @@ impl Simulation {
         let (offset, count) = sw.routes[host as usize];
         let range = offset as usize..offset as usize + count as usize;
         let candidates = &sw.next_hops[range.clone()];
-        let pinned = (pkt.lb.path_tag >> (8 * pkt.hop.min(3) as u32)) & 0xff;
         let out_local = if count == 1 {
             candidates[0]
         } else if count == 0 {
@@ -423,8 +448,10 @@ impl Simulation {
             let p = sw.ports.start + in_local as u32;
             self.fault_drop(pid, super::faults::DropCause::NoRoute, p);
             return;
-        } else if pinned != 0 && pkt.kind.follows_path_tag() && pkt.hop < 4 {
-            candidates[(pinned as usize - 1) % count as usize]
+        } else if let Some(c) = pinned_choice(&pkt, candidates)
+            .filter(|_| pkt.kind.follows_path_tag() && !(pkt.kind == PacketKind::Data && sw.lb_pinned))
+        {
+            c
         } else if pkt.kind == PacketKind::Data {
             sw.with_scheme(
                 self.now,
@@ -441,7 +468,11 @@ impl Simulation {
             self.apply_lb_actions(s);
         }
         let sw = &mut self.switches[s as usize];
-        let prio = if pkt.kind.is_control() && strict {
+        // A scheme message with a data priority (an RLB path probe) queues as that data does.
+        let prio = if pkt.kind.is_control()
+            && strict
+            && !(pkt.kind == PacketKind::LbControl && pkt.priority != CONTROL_PRIO)
+        {
             CONTROL_PRIO
         } else {
             pkt.priority
@@ -457,7 +488,10 @@ impl Simulation {
                     self.arena.free(pid);
                     return;
                 }
-                Admission::Accept { pause: p } => pause = p,
+                // The loopback is inside the switch: its far end never pauses it.
+                Admission::Accept { pause: p } => {
+                    pause = p && sw.loopback.map(|l| l + 1) != Some(in_local)
+                }
             }
         }
         let in_port = sw.ports.start + in_local as u32;
@@ -515,6 +549,7 @@ impl Simulation {
             if sw
                 .mmu
                 .release(in_local as usize, prio, pkt.wire_bytes as u64)
+                && sw.loopback.map(|l| l + 1) != Some(in_local)
             {
                 resume = Some(sw.ports.start + in_local as u32);
             }
@@ -587,6 +622,32 @@ impl Simulation {
                     header,
                 } => self.send_routed(s, to_host, sport, dport, header),
                 LbAction::Release { port, queue } => self.release_held(first + port as u32, queue),
+                LbAction::SendOuterControl { port, header } => {
+                    let p = first + port as u32;
+                    if self.faults.port_down.get(p as usize) == Some(&true) {
+                        continue; // the link is down
+                    }
+                    let mut pkt = Packet::new(PacketKind::LbControl);
+                    pkt.src = self.switches[s as usize].node;
+                    pkt.lb = header;
+                    pkt.cnp = true;
+                    pkt.wire_bytes = self.cfg.nic.control_bytes;
+                    let pid = self.arena.alloc(pkt);
+                    self.ports[p as usize].rec.lb_messages_sent += 1;
+                    let now = self.now;
+                    let pkt = self.arena.get_mut(pid);
+                    self.ports[p as usize].enqueue(CONTROL_PRIO, pid, pkt, now);
+                    self.try_send(p);
+                }
+                LbAction::SendOuterRouted {
+                    via,
+                    src,
+                    to_host,
+                    sport,
+                    dport,
+                    priority,
+                    header,
+                } => self.send_outer_routed(s, via, src, to_host, (sport, dport), priority, header),
             }
         }
         self.lb_actions = actions;

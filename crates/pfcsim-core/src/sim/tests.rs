@@ -86,3 +86,162 @@ fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {
     assert_eq!(std::mem::offset_of!(PortState, queue_integral), 128);
     assert!(std::mem::offset_of!(PortState, ecn_kmin) + 8 <= 192);
 }
+
+/// A simulation of a spec (leaf-spine with RLB, scripted flows) whose state the test can
+/// watch between events.
+fn rlb_sim(spec: &str) -> Simulation {
+    let spec = crate::spec::Spec::from_toml(spec, "rlb.toml").unwrap_or_else(|e| panic!("{e}"));
+    let sc = crate::spec::Scenario::prepare(spec, std::path::Path::new("."))
+        .unwrap_or_else(|e| panic!("{e}"));
+    crate::run::build_simulation(sc).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// 3 leaves x 3 spines x 2 hosts (hosts 0-5, leaves 6-8, spines 9-11), 100 Gbps and 1 us
+/// links, line-rate senders, loopbacks of 100 Gbps and 100 ns; then `extra`.
+fn rlb_spec(lb: &str, extra: &str) -> String {
+    format!(
+        r#"
+        seed = 5
+        [topology]
+        kind = "leaf_spine"
+        leaves = 3
+        spines = 3
+        hosts_per_leaf = 2
+        host_link = {{ rate = "100Gbps", delay = "1us" }}
+        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
+        [switch.loopback]
+        rate = "100Gbps"
+        delay = "100ns"
+        [cc]
+        kind = "none"
+        [run]
+        stop_when_done = false
+        [lb]
+        scheme = "rlb"
+        {lb}
+        {extra}
+        "#
+    )
+}
+
+#[test]
+fn rlb_warns_the_upstream_switch_strictly_before_the_pause_at_that_ingress() {
+    // Incast: four senders on leaves 6 and 8 to host 2 on leaf 7, at line rate: leaf 7's
+    // ingress queues from the spines fill up to PFC.
+    let flows = r#"
+        [[traffic]]
+        kind = "scripted"
+        flows = [
+            { src = 0, dst = 2, size = "2MB" },
+            { src = 1, dst = 2, size = "2MB" },
+            { src = 4, dst = 2, size = "2MB" },
+            { src = 5, dst = 2, size = "2MB" },
+        ]
+    "#;
+    let mut sim = rlb_sim(&rlb_spec("", flows));
+    let leaf = 7usize;
+    let sw_index = sim
+        .switches
+        .iter()
+        .position(|s| s.node == leaf as u32)
+        .unwrap();
+    let first = sim.switches[sw_index].ports.start;
+    let uplinks: Vec<u16> = (0..(sim.switches[sw_index].ports.len() as u16))
+        .filter(|&l| {
+            let p = &sim.ports[(first + l as u32) as usize];
+            (9..=11).contains(&p.peer_node)
+        })
+        .collect();
+    assert_eq!(uplinks.len(), 3);
+    let mut warned_at = [None; 3];
+    let mut paused_at = [None; 3];
+    while let Some(t) = sim.step() {
+        let sw = &sim.switches[sw_index];
+        let rlb = sw.rlb().unwrap();
+        for (i, &l) in uplinks.iter().enumerate() {
+            if warned_at[i].is_none() && rlb.warning_sent(l, 3) {
+                warned_at[i] = Some(t);
+            }
+            if paused_at[i].is_none()
+                && sim.ports[(first + l as u32) as usize].rec.pfc_pauses_sent > 0
+            {
+                paused_at[i] = Some(t);
+            }
+        }
+    }
+    let mut paused = 0;
+    for i in 0..3 {
+        if let Some(pause) = paused_at[i] {
+            paused += 1;
+            let warn = warned_at[i].expect("a CNM preceded the PAUSE");
+            assert!(warn < pause, "uplink {i}: CNM at {warn}, PAUSE at {pause}");
+        }
+    }
+    assert!(paused > 0, "the incast pauses the spines");
+    let out = sim.finish(0.0);
+    assert!(out.stats.cnm_warnings > 0);
+    assert_eq!(out.stats.bytes_delivered, out.stats.bytes_offered);
+    assert_eq!(out.stats.drops_buffer, 0);
+}
+
+#[test]
+fn rlb_star_detects_a_black_holed_spine_and_stops_sending_to_it() {
+    // Leaf 6 sends four ECMP flows to leaf 7; host 4 (leaf 8) floods spine 10's link to leaf
+    // 7 on a pinned path, so spine 10 warns leaf 6. Spine 11 black-holes leaf 6's hosts to
+    // leaf 7's: its probes are lost, its RTT grows, and packets warned off spine 10 wait for
+    // it by recirculating, charged to spine 11.
+    let flows = r#"
+        [[traffic]]
+        kind = "scripted"
+        flows = [
+            { src = 4, dst = 2, size = "3MB", path = [1] },
+            { src = 0, dst = 3, size = "1MB" },
+            { src = 0, dst = 3, size = "1MB" },
+            { src = 0, dst = 3, size = "1MB" },
+            { src = 1, dst = 3, size = "1MB" },
+            { src = 1, dst = 3, size = "1MB" },
+            { src = 1, dst = 3, size = "1MB" },
+            { src = 0, dst = 2, size = "1MB" },
+            { src = 0, dst = 2, size = "1MB" },
+            { src = 1, dst = 2, size = "1MB" },
+            { src = 1, dst = 2, size = "1MB" },
+        ]
+        [[faults]]
+        kind = "black_hole"
+        switch = "spine:2"
+        pairs = [["host:0", "host:2"], ["host:0", "host:3"], ["host:1", "host:2"], ["host:1", "host:3"]]
+    "#;
+    let lb = "adaptive = true\n[lb.inner]\nscheme = \"ecmp\"";
+    let mut sim = rlb_sim(&rlb_spec(lb, flows));
+    let leaf = sim.switches.iter().position(|s| s.node == 6).unwrap();
+    let first = sim.switches[leaf].ports.start;
+    let to_spine11 = (first..sim.switches[leaf].ports.end)
+        .find(|&p| sim.ports[p as usize].peer_node == 11)
+        .unwrap() as usize;
+    let mut at_alert = None;
+    while sim.step().is_some() {
+        if at_alert.is_none() && !sim.switches[leaf].rlb().unwrap().alerts.is_empty() {
+            let port = &sim.ports[to_spine11];
+            let waiting: usize = port.prio.iter().map(|q| q.packets.len()).sum();
+            at_alert = Some(port.tx_packets + waiting as u64);
+        }
+    }
+    let limit = at_alert.expect("leaf 6 raised an alert");
+    let out = sim.finish(0.0);
+    // The first alert names spine 11, from leaf 6 (later ones can be false alarms raised by
+    // congestion alone: see docs/schemes/rlb.md).
+    let alert = out.alerts[0];
+    assert_eq!((alert.node, alert.downstream), (6, 11), "{:?}", out.alerts);
+    assert!(
+        alert.time_ps < 1_000_000_000,
+        "found within the first millisecond"
+    );
+    assert_eq!(out.stats.alerts as usize, out.alerts.len());
+    assert!(out.stats.recirculations > 0);
+    // Only what was already queued for spine 11 left after the alert.
+    assert!(out.ports[to_spine11].tx_packets <= limit);
+    // Every flow recovers over the other spines.
+    assert_eq!(out.stats.flows_finished, out.stats.flows_total);
+    assert_eq!(out.stats.bytes_delivered, out.stats.bytes_offered);
+    assert_eq!(out.stats.drops_buffer, 0);
+}

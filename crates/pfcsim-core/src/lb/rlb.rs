@@ -1,0 +1,1412 @@
+//! RLB (Hu et al., "Enhancing Load Balancing With In-Network Recirculation to Prevent Packet
+//! Reordering in Lossless Data Centers", IEEE/ACM ToN 2024; ICPP'23): a building block around
+//! any switch-side scheme (`[lb.inner]`). `docs/schemes/rlb.md` lists every choice.
+//!
+//! * **Prediction** (III-B.1, III-B.3), at every switch: every `interval` (Δt, default the
+//!   link delay) the switch samples, for each ingress port leading to a switch and each data
+//!   priority, the bytes that count against the PFC XOFF threshold (the MMU's shared-pool use
+//!   plus headroom of that (port, priority)) and its growth over the interval. If the queue
+//!   holds at least `q_min` (Q_th, the lower end of eq. 3: one link delay of line rate) and,
+//!   growing at that rate, reaches the current XOFF threshold within `horizon`, or the
+//!   (port, priority) is already pausing, the switch sends a congestion notification message
+//!   (CNM, a 64-byte scheme message on the link, strict priority) out of that port, carrying
+//!   the port id and the priority. The warning ends when a later sample no longer predicts
+//!   PFC: a clearing CNM is sent (`warning_end = "clear"`), or the upstream forgets it after
+//!   `warning_ttl` unless refreshed (`"expiry"`, refreshed every `warning_ttl / 2` while the
+//!   danger lasts). Ports to hosts are not watched: RLB runs in switches, hosts get no CNM.
+//! * **Rerouting** (Algorithm 1), at the switch upstream: p is the inner scheme's choice (or
+//!   the sender's pinned candidate). If p carries a warning for the packet's priority, p_s is
+//!   the next candidate after p in port order (cyclically, skipping those already tried); if
+//!   RTT(p_s) - RTT(p) > t_rc the packet is recirculated (it returns through the loopback and
+//!   is decided again, inner scheme included), else p becomes p_s and is checked again. The
+//!   packet leaves on the first candidate without a warning. If every candidate is warned the
+//!   packet is recirculated if allowed, else it takes p.
+//! * **Path RTT** (V, "as Hermes"), at ToRs for packets to other ToRs: per (destination ToR,
+//!   uplink), at most once per `rtt_period` (default one base RTT) the source ToR picks the
+//!   data packet it is sending (or evaluating as p_s) and sends a 64-byte probe out of that
+//!   uplink with the packet's addresses, ports and priority: it queues and is paused as that
+//!   data, so it measures the path's queueing. The destination ToR echoes it (strict
+//!   priority, ECMP back); RTT = echo arrival - probe departure. A probe not yet answered
+//!   raises the path's RTT to its age (a lost probe makes the path look ever slower). Other
+//!   switches have no RTTs: there the RTT gap is 0 and a warned packet is rerouted.
+//! * **Recirculation** is physical (`[switch.loopback]`): the packet is serialized on the
+//!   loopback, charged to the buffer, and comes back on the loopback's far end. t_rc is read
+//!   from the recirculation queue as the prototype does: (bytes queued at the loopback + the
+//!   packet) / loopback rate + the loopback's delay. Every packet may recirculate at most
+//!   `max_recirculations` times.
+//! * **RLB\*** (`adaptive = true`, section IV): rounds of one t_rc run while packets
+//!   recirculate. Each round sets N_rc (eq. 4-5) from the room left below the PFC threshold
+//!   for the recirculation queue; a packet recirculates only while its count is below N_rc
+//!   and its recirculation delay so far plus the latest t_rc stays within the RTT gap that
+//!   sent it round (eq. 6); otherwise it takes p. Failure detection (Algorithm 2): at the end
+//!   of a round, if the mean recirculation count of the packets that left the loop exceeds
+//!   `fault_threshold`, the egress charged with the most recirculations (the p_s whose RTT
+//!   gap caused them) becomes suspect; suspect in two rounds in a row, it is faulty: an alert
+//!   names the switch behind it and the egress is never chosen again.
+//!
+//! Per-packet recirculation state (count, first recirculation, RTT gap) is kept in a fixed
+//! table at the switch keyed by (flow, sequence number), as a P4 switch keeps it in registers;
+//! a collision loses the older entry's state (its packet counts as recirculated once).
+//!
+//! Not modelled: the prototype's match-action pipeline latency, CNM forwarding hop by hop by
+//! MAC address (the CNM goes straight to the neighbour, which is the upstream switch), the
+//! piggybacking of RTT timestamps on data packets (a probe stands for the picked packet),
+//! per-port detection counters reset other than by Algorithm 2.
+
+use super::{pinned_choice, LbAction, LbConfig, LbCtx, LbFabric, PortDir, SwitchLb, OUTER_TIMER};
+use crate::engine::mix64;
+use crate::metrics::AlertRecord;
+use crate::packet::{LbHeader, Packet};
+use crate::sim::N_PRIO;
+use crate::units::{Bytes, Time};
+use serde::{Deserialize, Serialize};
+
+/// How a PFC warning ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningEnd {
+    /// The warning switch sends a clearing CNM once PFC is no longer predicted.
+    #[default]
+    Clear,
+    /// The upstream switch forgets a warning `warning_ttl` after the last CNM; the warning
+    /// switch refreshes it every `warning_ttl / 2` while PFC is still predicted.
+    Expiry,
+}
+
+/// RLB parameters (`[lb]` with `scheme = "rlb"`, the wrapped scheme in `[lb.inner]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RlbConfig {
+    /// Δt: sampling interval of the ingress queues (default 0: the smallest delay of the
+    /// switch's links to other switches, the paper's "link delay 2 us"). Valid: 0..=1ms.
+    pub interval: Time,
+    /// A warning is sent when the queue, growing as over the last interval, would reach the
+    /// XOFF threshold within this time (default 0: interval + 2 x the ingress link's delay:
+    /// a sample may be one interval late, the CNM takes one link delay to arrive, and what is
+    /// on the wire still arrives, eq. 1). Valid: 0..=10ms.
+    pub horizon: Time,
+    /// Q_th: no warning below this ingress use (default unset: rate x delay of the ingress
+    /// link, the conservative lower end d x C of eq. 3). Valid: any.
+    pub q_min: Option<Bytes>,
+    /// How a warning ends (default `clear`: a clearing CNM; `expiry`: after `warning_ttl`).
+    pub warning_end: WarningEnd,
+    /// Lifetime of a warning without refresh in `expiry` mode (default 0: 4 x interval).
+    /// Valid: 0..=100ms.
+    pub warning_ttl: Time,
+    /// Recirculate packets whose best path is warned when the RTT gap exceeds t_rc (default
+    /// true; false: "reroute only", Fig. 17). True needs `[switch.loopback]`.
+    pub recirculation: bool,
+    /// RLB*: N_rc per round (eq. 4-5), the cumulative-delay rule (eq. 6) and failure
+    /// detection (Algorithm 2) (default false: RLB).
+    pub adaptive: bool,
+    /// Most recirculations of one packet at one switch, in both modes (default 8; not in the
+    /// paper, which stops only when Algorithm 1's condition fails). Valid: 1..=255.
+    pub max_recirculations: u32,
+    /// Algorithm 2: a round whose packets recirculated more than this many times on average
+    /// points at a suspect egress (default 3; the paper gives no value). Valid: above 0 and
+    /// below `max_recirculations`.
+    pub fault_threshold: f64,
+    /// Least time between two RTT probes of one (destination ToR, uplink) (default 0: the
+    /// base RTT to that ToR, the prototype's "one base RTT"). Valid: 0..=10ms.
+    pub rtt_period: Time,
+    /// Entries of the per-switch table of recirculating packets (default 4096).
+    /// Valid: 1..=16,777,216.
+    pub table_size: u32,
+    /// The wrapped scheme (default DRILL).
+    #[serde(deserialize_with = "crate::tagged::nested")]
+    pub inner: Box<LbConfig>,
+}
+
+impl Default for RlbConfig {
+    fn default() -> Self {
+        RlbConfig {
+            interval: Time::ZERO,
+            horizon: Time::ZERO,
+            q_min: None,
+            warning_end: WarningEnd::Clear,
+            warning_ttl: Time::ZERO,
+            recirculation: true,
+            adaptive: false,
+            max_recirculations: 8,
+            fault_threshold: 3.0,
+            rtt_period: Time::ZERO,
+            table_size: 4096,
+            inner: Box::new(LbConfig::Drill(super::DrillConfig::default())),
+        }
+    }
+}
+
+impl RlbConfig {
+    /// Checks the values; the message names the key under `[lb]` (`lb.inner.<key>` for the
+    /// wrapped scheme's) and the valid range.
+    pub fn validate(&self) -> Result<(), String> {
+        if let LbConfig::Rlb(_) = *self.inner {
+            return Err(
+                "lb.inner.scheme: \"rlb\" cannot wrap itself; choose a switch-side scheme (ecmp, rps, drb, letflow, drill, conga, hula, conweave)".into(),
+            );
+        }
+        self.inner
+            .validate()
+            .map_err(|e| match e.strip_prefix("lb.") {
+                Some(rest) => format!("lb.inner.{rest}"),
+                None => format!("lb.inner: {e}"),
+            })?;
+        for (key, t, hi, dflt) in [
+            (
+                "interval",
+                self.interval,
+                Time::from_ms(1),
+                "0s (the link delay)",
+            ),
+            ("horizon", self.horizon, Time::from_ms(10), "0s (auto)"),
+            (
+                "warning_ttl",
+                self.warning_ttl,
+                Time::from_ms(100),
+                "0s (4 x interval)",
+            ),
+            (
+                "rtt_period",
+                self.rtt_period,
+                Time::from_ms(10),
+                "0s (base RTT)",
+            ),
+        ] {
+            if t > hi {
+                return Err(format!(
+                    "lb.{key}: {t} is out of range; use 0s..={hi} (RLB default {dflt})"
+                ));
+            }
+        }
+        if !(1..=255).contains(&self.max_recirculations) {
+            return Err(format!(
+                "lb.max_recirculations: {} is out of range; use 1..=255 (RLB default 8)",
+                self.max_recirculations
+            ));
+        }
+        if !(self.fault_threshold > 0.0 && self.fault_threshold < self.max_recirculations as f64) {
+            return Err(format!(
+                "lb.fault_threshold: {} is out of range; use a value above 0 and below lb.max_recirculations ({}) (RLB default 3)",
+                self.fault_threshold, self.max_recirculations
+            ));
+        }
+        super::check_table_size(self.table_size)
+    }
+}
+
+/// Kinds of RLB messages (`meta` bits 0..2).
+const MSG_CNM: u32 = 1;
+const MSG_PROBE: u32 = 2;
+const MSG_ECHO: u32 = 3;
+/// Timer tokens (with [`OUTER_TIMER`]).
+const TICK: u64 = OUTER_TIMER | 1;
+const ROUND: u64 = OUTER_TIMER | 2;
+/// Probe timestamps: nanoseconds, 22 bits (wrap after 4.19 ms, far above any RTT).
+const TS_BITS: u32 = 22;
+const TS_MASK: u32 = (1 << TS_BITS) - 1;
+/// Candidates considered by Algorithm 1 (bits of the "tried" mask).
+const MAX_TRIED: usize = 64;
+/// Largest candidate set filtered for removed egresses on the stack.
+const MAX_CANDIDATES: usize = 256;
+
+/// A CNM's `meta`: kind, warn (1) or clear (0), priority, the warning switch's port id.
+pub fn cnm_meta(warn: bool, prio: u8, port: u16) -> u32 {
+    MSG_CNM | (warn as u32) << 2 | (prio as u32 & 7) << 3 | (port as u32) << 8
+}
+
+/// Prediction state of one watched (ingress port, priority).
+#[derive(Clone, Copy, Debug, Default)]
+struct Watch {
+    last: u64,
+    warning: bool,
+    sent: Time,
+}
+
+/// RTT state of one (destination ToR, uplink).
+#[derive(Clone, Copy, Debug, Default)]
+struct PathRtt {
+    /// Latest measured RTT (0: none yet; the base RTT stands in).
+    sample: Time,
+    /// Last probe sent (`None`: never).
+    last_probe: Option<Time>,
+    /// Send time of the oldest probe not yet answered, if any.
+    unanswered_since: Option<Time>,
+}
+
+/// A recirculating packet.
+#[derive(Clone, Copy, Debug, Default)]
+struct Recirc {
+    used: bool,
+    flow: u32,
+    seq: u64,
+    count: u8,
+    first_at: Time,
+    gap: Time,
+}
+
+/// State of the current RLB* round.
+#[derive(Clone, Debug, Default)]
+struct Round {
+    active: bool,
+    n_rc: u32,
+    t_rc: Time,
+    /// Loopback queue bytes at the round's start (its growth sets N_rc).
+    queue_at_start: u64,
+    /// Packets that left the recirculation loop this round, and their recirculations.
+    finished: u64,
+    finished_sum: u64,
+    /// Recirculations this round, and those charged to each egress.
+    recirculated: u64,
+    per_port: Vec<u32>,
+    suspect: Option<u16>,
+    suspect_rounds: u32,
+}
+
+/// What RLB counted at one switch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RlbCounters {
+    pub cnm_warnings: u64,
+    pub cnm_clears: u64,
+    pub recirculations: u64,
+    pub reroutes: u64,
+    /// Recirculations refused by N_rc or `max_recirculations`.
+    pub refused_limit: u64,
+    /// Recirculations refused by the cumulative-delay rule (eq. 6).
+    pub refused_delay: u64,
+    pub probes: u64,
+    pub echoes: u64,
+}
+
+/// What Algorithm 1 decided for a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Forward on this egress (`rerouted`: not the inner scheme's choice).
+    Forward { port: u16, rerouted: bool },
+    /// Recirculate; `charged` is the egress whose RTT gap caused it (`None` when every
+    /// candidate is warned: congestion everywhere, nobody's fault), `gap` that gap.
+    Recirculate { charged: Option<u16>, gap: Time },
+}
+
+/// One switch's RLB instance around its inner scheme.
+#[derive(Clone, Debug)]
+pub struct Rlb {
+    pub inner: SwitchLb,
+    warning_end: WarningEnd,
+    recirculation: bool,
+    adaptive: bool,
+    max_recirc: u32,
+    fault_threshold: f64,
+    interval: Time,
+    /// A sampling tick is pending (ticks run while any watched queue is in use or warned,
+    /// and restart at the next data packet the switch sends).
+    tick_armed: bool,
+    ttl: Time,
+    /// Ingress ports leading to switches, watched for PFC.
+    watched: Vec<u16>,
+    /// Per local port: horizon and Q_th.
+    horizon: Vec<Time>,
+    q_min: Vec<u64>,
+    watch: Vec<Watch>,
+    /// Per (local port, priority): warned by the downstream switch (clear mode: until
+    /// cleared, `Time::MAX`; expiry mode: until that time).
+    warned_until: Vec<Time>,
+    removed: Vec<bool>,
+    any_removed: bool,
+    my_tor: Option<u32>,
+    tor_of: Vec<u32>,
+    /// Per local port: its uplink index (`u8::MAX`: not an uplink).
+    uplink_index: Vec<u8>,
+    n_up: usize,
+    base_rtt: Vec<Time>,
+    rtt_period: Vec<Time>,
+    paths: Vec<PathRtt>,
+    table: Vec<Recirc>,
+    /// Entries of `table` in use (packets in the recirculation loop).
+    in_loop: u32,
+    round: Round,
+    pub counters: RlbCounters,
+    pub alerts: Vec<AlertRecord>,
+    node: u32,
+}
+
+impl Rlb {
+    pub fn new(cfg: &RlbConfig, fabric: &LbFabric) -> Rlb {
+        if let Err(e) = cfg.validate() {
+            panic!("invalid [lb] config: {e}");
+        }
+        let n_ports = fabric.port_dir.len();
+        let watched: Vec<u16> = (0..n_ports)
+            .filter(|&p| {
+                matches!(
+                    fabric.port_dir[p],
+                    PortDir::Up | PortDir::Down | PortDir::Flat
+                )
+            })
+            .map(|p| p as u16)
+            .collect();
+        let interval = if cfg.interval > Time::ZERO {
+            cfg.interval
+        } else {
+            watched
+                .iter()
+                .map(|&p| Time::from_ps(fabric.port_delay_ps[p as usize]))
+                .filter(|&d| d > Time::ZERO)
+                .min()
+                .unwrap_or(Time::from_us(1))
+        };
+        let delay = |p: usize| Time::from_ps(fabric.port_delay_ps.get(p).copied().unwrap_or(0));
+        let horizon = (0..n_ports)
+            .map(|p| {
+                if cfg.horizon > Time::ZERO {
+                    cfg.horizon
+                } else {
+                    interval + delay(p) + delay(p)
+                }
+            })
+            .collect();
+        let q_min = (0..n_ports)
+            .map(|p| match cfg.q_min {
+                Some(b) => b.0,
+                None => crate::units::Rate(fabric.port_rate_bps.get(p).copied().unwrap_or(0))
+                    .bytes_in(delay(p)),
+            })
+            .collect();
+        let mut uplink_index = vec![u8::MAX; n_ports];
+        let mut n_up = 0usize;
+        if fabric.my_tor.is_some() {
+            for (p, d) in fabric.port_dir.iter().enumerate() {
+                if *d == PortDir::Up && n_up < u8::MAX as usize {
+                    uplink_index[p] = n_up as u8;
+                    n_up += 1;
+                }
+            }
+        }
+        let uplink_delay = fabric
+            .port_dir
+            .iter()
+            .zip(&fabric.port_delay_ps)
+            .filter(|(d, _)| **d == PortDir::Up)
+            .map(|(_, &ps)| ps)
+            .max()
+            .unwrap_or(0);
+        let base_rtt: Vec<Time> = (0..fabric.tors as usize)
+            .map(|t| {
+                let hops = fabric.tor_hops.get(t).copied().unwrap_or(2) as u64;
+                Time::from_ps(2 * hops * uplink_delay)
+            })
+            .collect();
+        let rtt_period = base_rtt
+            .iter()
+            .map(|&b| {
+                if cfg.rtt_period > Time::ZERO {
+                    cfg.rtt_period
+                } else {
+                    b.max(Time::from_ns(100))
+                }
+            })
+            .collect();
+        let ttl = if cfg.warning_ttl > Time::ZERO {
+            cfg.warning_ttl
+        } else {
+            Time(4 * interval.ps())
+        };
+        let inner = cfg.inner.instantiate(fabric);
+        Rlb {
+            inner,
+            warning_end: cfg.warning_end,
+            recirculation: cfg.recirculation,
+            adaptive: cfg.adaptive,
+            max_recirc: cfg.max_recirculations,
+            fault_threshold: cfg.fault_threshold,
+            interval,
+            tick_armed: false,
+            ttl,
+            watched,
+            horizon,
+            q_min,
+            watch: vec![Watch::default(); n_ports * N_PRIO],
+            warned_until: vec![Time::ZERO; n_ports * N_PRIO],
+            removed: vec![false; n_ports],
+            any_removed: false,
+            my_tor: fabric.my_tor,
+            tor_of: fabric.tor_of.clone(),
+            uplink_index,
+            n_up,
+            paths: vec![
+                PathRtt::default();
+                if n_up > 0 {
+                    fabric.tors as usize * n_up
+                } else {
+                    0
+                }
+            ],
+            base_rtt,
+            rtt_period,
+            table: vec![
+                Recirc::default();
+                if cfg.recirculation {
+                    cfg.table_size as usize
+                } else {
+                    0
+                }
+            ],
+            in_loop: 0,
+            round: Round {
+                per_port: vec![0; n_ports],
+                ..Default::default()
+            },
+            counters: RlbCounters::default(),
+            alerts: Vec::new(),
+            node: fabric.node,
+        }
+    }
+
+    pub fn on_start(&mut self, ctx: &mut LbCtx) {
+        self.inner.on_start(ctx);
+    }
+
+    /// A data packet leaves egress `port`: the inner scheme's hook, and the sampling ticks
+    /// restart if they had stopped (an idle switch does not tick, so runs drain).
+    #[inline]
+    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
+        self.inner.on_dequeue(ctx, port, pkt);
+        if !self.tick_armed && !self.watched.is_empty() {
+            self.tick_armed = true;
+            ctx.actions.push(LbAction::SetTimer {
+                at: ctx.now + self.interval,
+                token: TICK,
+            });
+        }
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
+        match token {
+            TICK => {
+                if self.predict(ctx) {
+                    ctx.actions.push(LbAction::SetTimer {
+                        at: ctx.now + self.interval,
+                        token: TICK,
+                    });
+                } else {
+                    self.tick_armed = false;
+                }
+            }
+            ROUND => self.end_round(ctx),
+            _ if token & OUTER_TIMER == 0 => self.inner.on_timer(ctx, token),
+            _ => unreachable!("unknown RLB timer {token:#x}"),
+        }
+    }
+
+    /// Whether egress `port` carries a warning for priority `prio`.
+    #[inline]
+    pub fn warned(&self, port: u16, prio: u8, now: Time) -> bool {
+        self.warned_until[port as usize * N_PRIO + prio as usize] > now
+    }
+
+    /// Whether the packet may not take egress `port` as it is (warned, or found faulty).
+    #[inline]
+    fn blocked(&self, port: u16, prio: u8, now: Time) -> bool {
+        self.removed[port as usize] || self.warned(port, prio, now)
+    }
+
+    /// Whether this switch is warning its upstream about ingress (`port`, `prio`) now.
+    pub fn warning_sent(&self, port: u16, prio: u8) -> bool {
+        self.watch[port as usize * N_PRIO + prio as usize].warning
+    }
+
+    /// Whether egress `port` was found faulty (Algorithm 2) and is no longer chosen.
+    pub fn is_removed(&self, port: u16) -> bool {
+        self.removed[port as usize]
+    }
+
+    /// The prediction module: one sample of every watched ingress queue. Returns whether
+    /// any of them is in use or warned (sampling goes on).
+    fn predict(&mut self, ctx: &mut LbCtx) -> bool {
+        let Some(mmu) = ctx.mmu else { return false };
+        let mut busy = false;
+        let threshold = mmu.threshold();
+        let interval = self.interval.ps() as u128;
+        for &p in &self.watched {
+            let port = p as usize;
+            let horizon = self.horizon[port].ps() as u128;
+            for prio in 1..N_PRIO as u8 {
+                let used = mmu.ingress_use(port, prio);
+                let w = &mut self.watch[port * N_PRIO + prio as usize];
+                let prev = w.last;
+                w.last = used;
+                if used == 0 && prev == 0 && !w.warning {
+                    continue;
+                }
+                busy = true;
+                let growth = used.saturating_sub(prev) as u128;
+                let projected = used as u128 + growth * horizon / interval;
+                let danger = mmu.is_pausing(port, prio)
+                    || (used >= self.q_min[port] && growth > 0 && projected >= threshold as u128);
+                let refresh = self.warning_end == WarningEnd::Expiry
+                    && ctx.now.saturating_sub(w.sent).ps() * 2 >= self.ttl.ps();
+                let send = match (w.warning, danger) {
+                    (false, true) => Some(true),
+                    (true, true) if refresh => Some(true),
+                    (true, false) if self.warning_end == WarningEnd::Clear => Some(false),
+                    _ => None,
+                };
+                w.warning = danger;
+                if let Some(warn) = send {
+                    w.sent = ctx.now;
+                    if warn {
+                        self.counters.cnm_warnings += 1;
+                    } else {
+                        self.counters.cnm_clears += 1;
+                    }
+                    ctx.actions.push(LbAction::SendOuterControl {
+                        port: p,
+                        header: LbHeader {
+                            path_tag: 0,
+                            meta: cnm_meta(warn, prio, p),
+                        },
+                    });
+                }
+            }
+        }
+        busy
+    }
+
+    /// A message of RLB arrived: a CNM from the downstream switch on `port`, a probe (this
+    /// is the destination ToR) or an echo (this is the source ToR).
+    pub fn on_own_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
+        let meta = header.meta;
+        match meta & 3 {
+            MSG_CNM => {
+                let warn = meta >> 2 & 1 == 1;
+                let prio = (meta >> 3 & 7) as usize;
+                let until = match (warn, self.warning_end) {
+                    (false, _) => Time::ZERO,
+                    (true, WarningEnd::Clear) => Time::MAX,
+                    (true, WarningEnd::Expiry) => ctx.now + self.ttl,
+                };
+                self.warned_until[port as usize * N_PRIO + prio] = until;
+            }
+            MSG_PROBE => {
+                let Some(me) = self.my_tor else { return };
+                ctx.actions.push(LbAction::SendOuterRouted {
+                    via: None,
+                    src: ctx.node,
+                    to_host: header.path_tag,
+                    sport: (meta >> 2 & 0xff) as u16,
+                    dport: me as u16,
+                    priority: 0,
+                    header: LbHeader {
+                        path_tag: me,
+                        meta: MSG_ECHO | (meta & !3),
+                    },
+                });
+            }
+            MSG_ECHO => {
+                let (tor, up) = (header.path_tag as usize, (meta >> 2 & 0xff) as usize);
+                if self.n_up == 0 || up >= self.n_up || tor * self.n_up >= self.paths.len() {
+                    return;
+                }
+                let sent = meta >> 10 & TS_MASK;
+                let now_ns = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
+                let rtt_ns = now_ns.wrapping_sub(sent) & TS_MASK;
+                let path = &mut self.paths[tor * self.n_up + up];
+                path.sample = Time::from_ns(rtt_ns.max(1) as u64);
+                path.unanswered_since = None;
+                self.counters.echoes += 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// The measured RTT of egress `port` towards ToR `dst_tor` (0 where none is measured:
+    /// upper tiers, intra-ToR traffic, ports that are not uplinks).
+    pub fn rtt(&self, now: Time, dst_tor: Option<u32>, port: u16) -> Time {
+        let (Some(t), up) = (dst_tor, self.uplink_index[port as usize]) else {
+            return Time::ZERO;
+        };
+        if up == u8::MAX {
+            return Time::ZERO;
+        }
+        let path = &self.paths[t as usize * self.n_up + up as usize];
+        let sample = if path.sample > Time::ZERO {
+            path.sample
+        } else {
+            self.base_rtt[t as usize]
+        };
+        match path.unanswered_since {
+            Some(since) => sample.max(now.saturating_sub(since)),
+            None => sample,
+        }
+    }
+
+    /// Sets a measured RTT sample (unit tests).
+    #[cfg(test)]
+    fn set_rtt(&mut self, dst_tor: u32, port: u16, rtt: Time) {
+        let up = self.uplink_index[port as usize] as usize;
+        let path = &mut self.paths[dst_tor as usize * self.n_up + up];
+        path.sample = rtt;
+        path.unanswered_since = None;
+        path.last_probe = Some(Time::ZERO);
+    }
+
+    /// The destination ToR of a packet from another ToR's point of view (`None` for
+    /// intra-ToR packets and at switches that are not ToRs).
+    #[inline]
+    fn dst_tor(&self, pkt: &Packet) -> Option<u32> {
+        let me = self.my_tor?;
+        let t = self.tor_of[pkt.dst as usize];
+        (t != me && t != super::NO_TOR).then_some(t)
+    }
+
+    /// Sends an RTT probe for `pkt` out of uplink `port` if the path's period has passed.
+    fn maybe_probe(&mut self, ctx: &mut LbCtx, pkt: &Packet, dst_tor: Option<u32>, port: u16) {
+        let Some(t) = dst_tor else { return };
+        let up = self.uplink_index[port as usize];
+        if up == u8::MAX {
+            return;
+        }
+        let period = self.rtt_period[t as usize];
+        let path = &mut self.paths[t as usize * self.n_up + up as usize];
+        if path.last_probe.is_some_and(|at| ctx.now < at + period) {
+            return;
+        }
+        path.last_probe = Some(ctx.now);
+        path.unanswered_since.get_or_insert(ctx.now);
+        self.counters.probes += 1;
+        let ts = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
+        ctx.actions.push(LbAction::SendOuterRouted {
+            via: Some(port),
+            src: pkt.src,
+            to_host: pkt.dst,
+            sport: pkt.sport,
+            dport: pkt.dport,
+            priority: pkt.priority,
+            header: LbHeader {
+                path_tag: pkt.src,
+                meta: MSG_PROBE | (up as u32) << 2 | ts << 10,
+            },
+        });
+    }
+
+    /// t_rc: the delay of a recirculation now, read from the recirculation queue.
+    fn t_rc(ctx: &LbCtx, lo: u16, pkt: &Packet) -> Time {
+        let port = &ctx.ports[lo as usize];
+        port.rate()
+            .tx_time(port.total_queue_bytes() + pkt.wire_bytes as u64)
+            + port.delay()
+    }
+
+    /// Picks the egress of a data packet among `candidates`.
+    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+        let mut kept = [0u16; MAX_CANDIDATES];
+        let cands: &[u16] = if self.any_removed {
+            let mut n = 0;
+            for &c in candidates.iter().take(MAX_CANDIDATES) {
+                if !self.removed[c as usize] {
+                    kept[n] = c;
+                    n += 1;
+                }
+            }
+            if n == 0 {
+                candidates
+            } else {
+                &kept[..n]
+            }
+        } else {
+            candidates
+        };
+        let p = match pinned_choice(pkt, candidates) {
+            Some(c) => c,
+            None => self.inner.choose(ctx, pkt, cands),
+        };
+        let lo = ctx.loopback.filter(|_| self.recirculation);
+        let from_loop = ctx.loopback.is_some_and(|l| pkt.ingress_port == l + 1);
+        let dst_tor = self.dst_tor(pkt);
+        if !self.blocked(p, pkt.priority, ctx.now) {
+            // Fast path: the inner choice carries no warning.
+            if from_loop {
+                self.leave_loop(pkt);
+            }
+            self.maybe_probe(ctx, pkt, dst_tor, p);
+            return p;
+        }
+        let t_rc = lo.map_or(Time::MAX, |l| Self::t_rc(ctx, l, pkt));
+        let decision = self.algorithm1(ctx.now, pkt, p, cands, dst_tor, t_rc, lo.is_some());
+        match decision {
+            Decision::Recirculate { charged, gap } => {
+                let lo = lo.expect("recirculation needs the loopback");
+                // Measure the path that made the packet wait, if it is due.
+                if let Some(ps) = charged {
+                    self.maybe_probe(ctx, pkt, dst_tor, ps);
+                }
+                if self.admit_recirculation(ctx, lo, pkt, from_loop, gap, t_rc, charged) {
+                    return lo;
+                }
+                // Refused: the packet takes the path it would have waited for.
+                if from_loop {
+                    self.leave_loop(pkt);
+                }
+                self.maybe_probe(ctx, pkt, dst_tor, p);
+                p
+            }
+            Decision::Forward { port, rerouted } => {
+                if rerouted {
+                    self.counters.reroutes += 1;
+                }
+                if from_loop {
+                    self.leave_loop(pkt);
+                }
+                self.maybe_probe(ctx, pkt, dst_tor, port);
+                port
+            }
+        }
+    }
+
+    /// Algorithm 1 for a packet whose inner choice `p` is blocked: the next candidate after
+    /// p in port order is p_s; recirculate if RTT(p_s) - RTT(p) > t_rc, else move to p_s and
+    /// check again. `can_recirculate`: the switch recirculates at all.
+    #[allow(clippy::too_many_arguments)]
+    pub fn algorithm1(
+        &self,
+        now: Time,
+        pkt: &Packet,
+        p: u16,
+        candidates: &[u16],
+        dst_tor: Option<u32>,
+        t_rc: Time,
+        can_recirculate: bool,
+    ) -> Decision {
+        let prio = pkt.priority;
+        let n = candidates.len().min(MAX_TRIED);
+        let Some(start) = candidates[..n].iter().position(|&c| c == p) else {
+            // The pinned candidate was removed: treat the first kept candidate as p.
+            return Decision::Forward {
+                port: candidates[0],
+                rerouted: true,
+            };
+        };
+        let mut cur = start;
+        let mut tried: u64 = 1 << start;
+        loop {
+            let port = candidates[cur];
+            if !self.blocked(port, prio, now) {
+                return Decision::Forward {
+                    port,
+                    rerouted: port != p,
+                };
+            }
+            // p_s: the next untried candidate after the current one, cyclically.
+            let Some(next) = (1..n)
+                .map(|k| (cur + k) % n)
+                .find(|&i| tried & (1 << i) == 0)
+            else {
+                break;
+            };
+            let ps = candidates[next];
+            let gap = self
+                .rtt(now, dst_tor, ps)
+                .saturating_sub(self.rtt(now, dst_tor, port));
+            // Waiting for a faulty path is pointless: only warned paths are waited for.
+            if can_recirculate && !self.removed[port as usize] && gap > t_rc {
+                return Decision::Recirculate {
+                    charged: Some(ps),
+                    gap,
+                };
+            }
+            tried |= 1 << next;
+            cur = next;
+        }
+        // Every candidate is warned: wait by recirculating, or take p.
+        if can_recirculate && !self.removed[p as usize] {
+            Decision::Recirculate {
+                charged: None,
+                gap: Time::MAX,
+            }
+        } else {
+            Decision::Forward {
+                port: p,
+                rerouted: false,
+            }
+        }
+    }
+
+    #[inline]
+    fn slot(&self, pkt: &Packet) -> usize {
+        (mix64((pkt.flow as u64) << 40 ^ pkt.seq) % self.table.len() as u64) as usize
+    }
+
+    /// The recirculation limits: `max_recirculations`, and with RLB* N_rc (eq. 5) and the
+    /// cumulative-delay rule (eq. 6). Records the recirculation if admitted.
+    #[allow(clippy::too_many_arguments)]
+    fn admit_recirculation(
+        &mut self,
+        ctx: &mut LbCtx,
+        lo: u16,
+        pkt: &Packet,
+        from_loop: bool,
+        gap: Time,
+        t_rc: Time,
+        charged: Option<u16>,
+    ) -> bool {
+        let slot = self.slot(pkt);
+        let mut e = self.table[slot];
+        let mine = e.used && e.flow == pkt.flow && e.seq == pkt.seq;
+        if !mine {
+            // First recirculation (or its state was lost to a collision: counted once).
+            e = Recirc {
+                used: true,
+                flow: pkt.flow,
+                seq: pkt.seq,
+                count: from_loop as u8,
+                first_at: if from_loop {
+                    ctx.now.saturating_sub(t_rc)
+                } else {
+                    ctx.now
+                },
+                gap,
+            };
+        }
+        if self.adaptive && !self.round.active {
+            self.start_round(ctx, lo, pkt);
+        }
+        let limit = if self.adaptive {
+            self.round.n_rc.min(self.max_recirc)
+        } else {
+            self.max_recirc
+        };
+        // The recirculation ingress must stay below its XOFF threshold: what is queued for the
+        // loopback will all arrive there.
+        let loop_full = ctx.mmu.is_some_and(|m| {
+            let queued = ctx.ports[lo as usize].total_queue_bytes();
+            m.ingress_use(lo as usize + 1, pkt.priority) + queued + pkt.wire_bytes as u64
+                >= m.threshold()
+        });
+        let refused = if loop_full || e.count as u32 >= limit {
+            self.counters.refused_limit += 1;
+            true
+        } else if self.adaptive && ctx.now.saturating_sub(e.first_at) + t_rc > e.gap {
+            self.counters.refused_delay += 1;
+            true
+        } else {
+            false
+        };
+        if refused && !from_loop {
+            return false; // never entered the loop: nothing to keep
+        }
+        if !self.table[slot].used {
+            self.in_loop += 1;
+        }
+        if refused {
+            // Kept until the packet leaves the loop (at once, through `leave_loop`).
+            self.table[slot] = e;
+            return false;
+        }
+        e.count += 1;
+        self.table[slot] = e;
+        self.counters.recirculations += 1;
+        self.round.recirculated += 1;
+        if let Some(ps) = charged {
+            self.round.per_port[ps as usize] += 1;
+        }
+        true
+    }
+
+    /// A packet leaves the recirculation loop: its count goes to the round's statistics.
+    fn leave_loop(&mut self, pkt: &Packet) {
+        if self.table.is_empty() {
+            return;
+        }
+        let slot = self.slot(pkt);
+        let e = &mut self.table[slot];
+        let count = if e.used && e.flow == pkt.flow && e.seq == pkt.seq {
+            e.used = false;
+            self.in_loop -= 1;
+            e.count as u64
+        } else {
+            1
+        };
+        self.round.finished += 1;
+        self.round.finished_sum += count;
+    }
+
+    /// Starts an RLB* round of one t_rc and sets its N_rc (eq. 4-5): the room left below the
+    /// PFC threshold for the recirculation queue, minus its growth over the last round, in
+    /// units of what the loopback carries in one t_rc.
+    fn start_round(&mut self, ctx: &mut LbCtx, lo: u16, pkt: &Packet) {
+        let t_rc = Self::t_rc(ctx, lo, pkt);
+        let port = &ctx.ports[lo as usize];
+        let queued = port.total_queue_bytes();
+        let growth = if self.round.active {
+            queued.saturating_sub(self.round.queue_at_start)
+        } else {
+            0
+        };
+        let threshold = ctx.mmu.map_or(u64::MAX, |m| m.threshold());
+        let per_round = port.rate().bytes_in(t_rc).max(1);
+        let room = threshold.saturating_sub(queued).saturating_sub(growth);
+        self.round.n_rc = (room / per_round).min(self.max_recirc as u64) as u32;
+        self.round.t_rc = t_rc;
+        self.round.queue_at_start = queued;
+        self.round.active = true;
+        ctx.actions.push(LbAction::SetTimer {
+            at: ctx.now + t_rc,
+            token: ROUND,
+        });
+    }
+
+    /// The end of an RLB* round: Algorithm 2, then the next round if packets still
+    /// recirculate.
+    fn end_round(&mut self, ctx: &mut LbCtx) {
+        let r = &mut self.round;
+        let recirculated = r.recirculated;
+        r.recirculated = 0;
+        // A round in which no packet left the loop brings no evidence either way.
+        if r.finished == 0 {
+        } else if r.finished_sum as f64 / r.finished as f64 > self.fault_threshold {
+            // The egress charged with the most recirculations (lowest index on ties).
+            let top = (0..r.per_port.len())
+                .filter(|&p| r.per_port[p] > 0)
+                .max_by_key(|&p| (r.per_port[p], std::cmp::Reverse(p)))
+                .map(|p| p as u16);
+            if let Some(top) = top {
+                if r.suspect == Some(top) {
+                    r.suspect_rounds += 1;
+                } else {
+                    r.suspect = Some(top);
+                    r.suspect_rounds = 1;
+                }
+                if r.suspect_rounds >= 2 && !self.removed[top as usize] {
+                    self.removed[top as usize] = true;
+                    self.any_removed = true;
+                    self.alerts.push(AlertRecord {
+                        time_ps: ctx.now.ps(),
+                        node: self.node,
+                        port: top,
+                        downstream: ctx
+                            .ports
+                            .get(top as usize)
+                            .map_or(u32::MAX, |p| p.peer_node()),
+                    });
+                    r.suspect = None;
+                    r.suspect_rounds = 0;
+                }
+            }
+        } else {
+            r.suspect = None;
+            r.suspect_rounds = 0;
+        }
+        r.finished = 0;
+        r.finished_sum = 0;
+        r.per_port.iter_mut().for_each(|c| *c = 0);
+        let still = recirculated > 0 || self.in_loop > 0;
+        if still {
+            // The next round: N_rc from the queue now (the packet size of an MTU stands in).
+            let lo = ctx.loopback.expect("rounds run only with recirculation");
+            let mut probe = Packet::new(crate::packet::PacketKind::Data);
+            probe.wire_bytes = 0;
+            self.start_round(ctx, lo, &probe);
+        } else {
+            self.round.active = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lb::{EcmpConfig, TestSwitch};
+    use crate::mmu::{Mmu, Threshold};
+    use crate::packet::PacketKind;
+
+    /// A leaf (node 10) with hosts on ports 0, 1 and uplinks on ports 2..6; ToRs 0 (this one)
+    /// and 1 (hosts 2, 3).
+    fn leaf(cfg: &RlbConfig) -> Rlb {
+        let fabric = LbFabric {
+            node: 10,
+            nodes: 16,
+            tor_of: vec![0, 0, 1, 1, NO_TOR_, NO_TOR_],
+            tors: 2,
+            my_tor: Some(0),
+            port_dir: vec![
+                PortDir::Host,
+                PortDir::Host,
+                PortDir::Up,
+                PortDir::Up,
+                PortDir::Up,
+                PortDir::Up,
+            ],
+            port_rate_bps: vec![40_000_000_000; 6],
+            port_delay_ps: vec![2_000_000; 6],
+            tor_hops: vec![0, 2],
+        };
+        Rlb::new(cfg, &fabric)
+    }
+    const NO_TOR_: u32 = crate::lb::NO_TOR;
+
+    fn data(dst: u32, seq: u64) -> Packet {
+        let mut p = Packet::new(PacketKind::Data);
+        (p.src, p.dst, p.flow, p.seq, p.priority, p.wire_bytes) = (0, dst, 1, seq, 3, 1048);
+        p
+    }
+
+    fn ecmp_inner() -> RlbConfig {
+        RlbConfig {
+            inner: Box::new(LbConfig::Ecmp(EcmpConfig::default())),
+            ..Default::default()
+        }
+    }
+
+    fn warn(rlb: &mut Rlb, sw: &mut TestSwitch, port: u16, prio: u8) {
+        let h = LbHeader {
+            path_tag: 0,
+            meta: cnm_meta(true, prio, 7),
+        };
+        rlb.on_own_control(&mut sw.ctx(0), port, &h);
+    }
+
+    #[test]
+    fn an_unwarned_choice_is_kept_and_a_warned_one_is_replaced_or_recirculated() {
+        let mut rlb = leaf(&ecmp_inner());
+        let mut sw = TestSwitch::new(10);
+        let cands = [2u16, 3, 4, 5];
+        let pkt = data(2, 0);
+        let t_rc = Time::from_ns(500);
+        for port in cands {
+            rlb.set_rtt(1, port, Time::from_us(10));
+        }
+        // No warning: p stays.
+        assert_eq!(
+            rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, true),
+            Decision::Forward {
+                port: 3,
+                rerouted: false
+            }
+        );
+        // p = 3 warned for priority 3, p_s = 4 with a small RTT gap (< t_rc): rerouted to 4.
+        warn(&mut rlb, &mut sw, 3, 3);
+        rlb.set_rtt(1, 4, Time::from_us(10) + Time::from_ns(400));
+        assert_eq!(
+            rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, true),
+            Decision::Forward {
+                port: 4,
+                rerouted: true
+            }
+        );
+        // Another priority is not warned.
+        let mut other = pkt;
+        other.priority = 4;
+        assert_eq!(
+            rlb.algorithm1(Time::ZERO, &other, 3, &cands, Some(1), t_rc, true),
+            Decision::Forward {
+                port: 3,
+                rerouted: false
+            }
+        );
+        // A large gap (> t_rc): recirculate, charged to p_s.
+        rlb.set_rtt(1, 4, Time::from_us(12));
+        assert_eq!(
+            rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, true),
+            Decision::Recirculate {
+                charged: Some(4),
+                gap: Time::from_us(2)
+            }
+        );
+        // Reroute only: the large gap does not matter.
+        assert_eq!(
+            rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, false),
+            Decision::Forward {
+                port: 4,
+                rerouted: true
+            }
+        );
+        // p_s = 4 warned too with a small gap: go on to 5 (Algorithm 1's "check again").
+        warn(&mut rlb, &mut sw, 4, 3);
+        rlb.set_rtt(1, 4, Time::from_us(10));
+        assert_eq!(
+            rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, true),
+            Decision::Forward {
+                port: 5,
+                rerouted: true
+            }
+        );
+        // All warned: recirculate (or, without recirculation, take p).
+        warn(&mut rlb, &mut sw, 5, 3);
+        warn(&mut rlb, &mut sw, 2, 3);
+        assert!(matches!(
+            rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, true),
+            Decision::Recirculate { charged: None, .. }
+        ));
+        assert_eq!(
+            rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, false),
+            Decision::Forward {
+                port: 3,
+                rerouted: false
+            }
+        );
+        // A clearing CNM lifts the warning.
+        let clear = LbHeader {
+            path_tag: 0,
+            meta: cnm_meta(false, 3, 7),
+        };
+        rlb.on_own_control(&mut sw.ctx(0), 3, &clear);
+        assert!(!rlb.warned(3, 3, Time::ZERO));
+    }
+
+    #[test]
+    fn a_lost_probe_makes_its_path_look_slower_and_an_echo_measures_the_rtt() {
+        let mut rlb = leaf(&ecmp_inner());
+        let mut sw = TestSwitch::new(10);
+        let pkt = data(2, 0);
+        // The base RTT stands in before any sample: 2 hops x 2 us x 2.
+        assert_eq!(rlb.rtt(Time::ZERO, Some(1), 3), Time::from_us(8));
+        rlb.maybe_probe(&mut sw.ctx(1_000), &pkt, Some(1), 3);
+        let probe = match sw.actions.pop() {
+            Some(LbAction::SendOuterRouted {
+                via: Some(3),
+                to_host: 2,
+                priority: 3,
+                header,
+                ..
+            }) => header,
+            other => panic!("{other:?}"),
+        };
+        // Unanswered for 20 us: the path's RTT is at least that.
+        assert_eq!(rlb.rtt(Time::from_us(21), Some(1), 3), Time::from_us(20));
+        // Not due again within the period.
+        rlb.maybe_probe(&mut sw.ctx(2_000), &pkt, Some(1), 3);
+        assert!(sw.actions.is_empty());
+        // The destination ToR (here: another instance) echoes; the echo gives the sample.
+        let mut dst = leaf(&ecmp_inner());
+        dst.my_tor = Some(1);
+        dst.on_own_control(&mut sw.ctx(6_000), 2, &probe);
+        let echo = match sw.actions.pop() {
+            Some(LbAction::SendOuterRouted {
+                to_host: 0,
+                priority: 0,
+                header,
+                ..
+            }) => header,
+            other => panic!("{other:?}"),
+        };
+        rlb.on_own_control(&mut sw.ctx(12_000), 2, &echo);
+        assert_eq!(rlb.rtt(Time::from_us(12), Some(1), 3), Time::from_us(11));
+        // Ports that are not uplinks and intra-ToR packets have no RTT.
+        assert_eq!(rlb.rtt(Time::ZERO, Some(1), 0), Time::ZERO);
+        assert_eq!(rlb.rtt(Time::ZERO, None, 3), Time::ZERO);
+    }
+
+    #[test]
+    fn a_ramping_ingress_queue_is_warned_before_it_pauses_and_cleared_when_it_drains() {
+        let mut rlb = leaf(&ecmp_inner());
+        let mut sw = TestSwitch::new(10);
+        // Threshold 100 KB static; uplink port 2 receives 4 KB per 2 us interval (16 Gbps).
+        let mut mmu = Mmu::new(
+            9_000_000,
+            4_000,
+            3_000,
+            Threshold::Static { bytes: 100_000 },
+            true,
+            vec![50_000; 6],
+        );
+        let mut first_cnm = None;
+        let mut paused_at = None;
+        for tick in 1..=40u64 {
+            for _ in 0..4 {
+                if let crate::mmu::Admission::Accept { pause: true } = mmu.arrive(2, 3, 1_000) {
+                    paused_at.get_or_insert(tick);
+                }
+            }
+            let mut ctx = sw.ctx(tick * 2_000);
+            ctx.mmu = Some(&mmu);
+            rlb.predict(&mut ctx);
+            if let Some(LbAction::SendOuterControl { port: 2, header }) = sw.actions.pop() {
+                assert_eq!(header.meta, cnm_meta(true, 3, 2));
+                first_cnm.get_or_insert(tick);
+            }
+            assert!(sw.actions.is_empty());
+        }
+        let (cnm, pause) = (first_cnm.unwrap(), paused_at.unwrap());
+        // Horizon 2 + 2 x 2 = 6 us = 3 intervals of 4 KB: warned 12 KB before the threshold.
+        assert!(cnm < pause, "CNM at tick {cnm}, PAUSE at tick {pause}");
+        assert_eq!(pause - cnm, 3);
+        assert_eq!(rlb.counters.cnm_warnings, 1);
+        // Drain well below: cleared once the PAUSE is over and the queue no longer grows.
+        for _ in 0..150 {
+            mmu.release(2, 3, 1_000);
+        }
+        let mut ctx = sw.ctx(100_000);
+        ctx.mmu = Some(&mmu);
+        rlb.predict(&mut ctx);
+        assert_eq!(
+            sw.actions.pop(),
+            Some(LbAction::SendOuterControl {
+                port: 2,
+                header: LbHeader {
+                    path_tag: 0,
+                    meta: cnm_meta(false, 3, 2)
+                }
+            })
+        );
+        // Host ports are never watched.
+        assert_eq!(rlb.watched, vec![2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn expiry_mode_forgets_a_warning_that_is_not_refreshed() {
+        let cfg = RlbConfig {
+            warning_end: WarningEnd::Expiry,
+            warning_ttl: Time::from_us(10),
+            ..ecmp_inner()
+        };
+        let mut rlb = leaf(&cfg);
+        let mut sw = TestSwitch::new(10);
+        warn(&mut rlb, &mut sw, 3, 3);
+        assert!(rlb.warned(3, 3, Time::from_us(9)));
+        assert!(!rlb.warned(3, 3, Time::from_us(10)));
+    }
+
+    /// Recirculation limits, with a switch view holding a loopback (ports 6 and 7).
+    fn recirc_leaf(adaptive: bool) -> Rlb {
+        let cfg = RlbConfig {
+            adaptive,
+            max_recirculations: 5,
+            ..ecmp_inner()
+        };
+        leaf(&cfg)
+    }
+
+    #[test]
+    fn max_recirculations_bounds_plain_rlb_and_n_rc_and_eq6_bound_rlb_star() {
+        use crate::sim::PortState;
+        let ports: Vec<PortState> = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
+        let mmu = Mmu::new(
+            9_000_000,
+            4_000,
+            3_000,
+            Threshold::Static { bytes: 100_000 },
+            true,
+            vec![50_000; 8],
+        );
+        let pkt = data(2, 7);
+        let mut sw = TestSwitch::new(10);
+        let mut run = |rlb: &mut Rlb, gap: Time, from_loop_first: bool| -> u32 {
+            let mut n = 0;
+            let mut t = 0;
+            loop {
+                let mut ctx = sw.ctx(t);
+                ctx.ports = &ports;
+                ctx.loopback = Some(6);
+                ctx.mmu = Some(&mmu);
+                let t_rc = Rlb::t_rc(&ctx, 6, &pkt);
+                let from_loop = n > 0 || from_loop_first;
+                if !rlb.admit_recirculation(&mut ctx, 6, &pkt, from_loop, gap, t_rc, Some(3)) {
+                    return n;
+                }
+                n += 1;
+                t += t_rc.ps() / 1_000;
+                assert!(n < 100);
+            }
+        };
+        // Plain RLB: max_recirculations, whatever the gap.
+        let mut plain = recirc_leaf(false);
+        assert_eq!(run(&mut plain, Time::from_ms(1), false), 5);
+        assert_eq!(plain.counters.refused_limit, 1);
+        // RLB*: N_rc from the buffer room. Threshold 100 KB, empty queue, t_rc = 1048 B at
+        // 40 Gbps + 200 ns = 409.6 ns, 2048 B per round: room for 48 rounds, capped at 5.
+        let mut star = recirc_leaf(true);
+        assert_eq!(run(&mut star, Time::from_ms(1), false), 5);
+        assert_eq!(star.round.n_rc, 5);
+        // RLB*, eq. 6: a gap of 1 us allows the delays 0.41 + 0.41 (<= 1), not a third.
+        let mut star = recirc_leaf(true);
+        assert_eq!(run(&mut star, Time::from_us(1), false), 2);
+        assert_eq!(star.counters.refused_delay, 1);
+        // Plain RLB has no eq. 6.
+        let mut plain = recirc_leaf(false);
+        assert_eq!(run(&mut plain, Time::from_us(1), false), 5);
+        // N_rc shrinks with the room: a threshold just above one round's bytes allows 1.
+        let tight = Mmu::new(
+            9_000_000,
+            4_000,
+            3_000,
+            Threshold::Static { bytes: 2_100 },
+            true,
+            vec![50_000; 8],
+        );
+        let mut star = recirc_leaf(true);
+        let mut ctx = sw.ctx(0);
+        ctx.ports = &ports;
+        ctx.loopback = Some(6);
+        ctx.mmu = Some(&tight);
+        star.start_round(&mut ctx, 6, &pkt);
+        assert_eq!(star.round.n_rc, 1);
+    }
+
+    #[test]
+    fn algorithm2_removes_the_port_that_tops_two_rounds_in_a_row() {
+        use crate::sim::PortState;
+        let ports: Vec<PortState> = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
+        let mut rlb = recirc_leaf(true);
+        let mut sw = TestSwitch::new(10);
+        let mut round = |rlb: &mut Rlb, sum: u64, top: usize| {
+            rlb.round.active = true;
+            rlb.round.finished = 2;
+            rlb.round.finished_sum = sum;
+            rlb.round.per_port[top] = 9;
+            rlb.round.per_port[2] = 1;
+            let mut ctx = sw.ctx(1_000);
+            ctx.ports = &ports;
+            ctx.loopback = Some(6);
+            rlb.end_round(&mut ctx);
+        };
+        // Average 4 > 3 twice in a row, port 4 on top both times: removed, alert raised.
+        round(&mut rlb, 8, 4);
+        assert!(rlb.alerts.is_empty());
+        round(&mut rlb, 8, 4);
+        assert!(rlb.is_removed(4));
+        assert_eq!(rlb.alerts.len(), 1);
+        assert_eq!((rlb.alerts[0].node, rlb.alerts[0].port), (10, 4));
+        // A round below the threshold in between resets the suspicion.
+        let mut rlb = recirc_leaf(true);
+        round(&mut rlb, 8, 5);
+        round(&mut rlb, 4, 5);
+        round(&mut rlb, 8, 5);
+        assert!(!rlb.is_removed(5) && rlb.alerts.is_empty());
+        round(&mut rlb, 8, 5);
+        assert!(rlb.is_removed(5));
+        // A removed port is never chosen again, by the inner scheme or by Algorithm 1.
+        let cands = [2u16, 3, 4, 5];
+        for seq in 0..64 {
+            let mut p = data(2, seq);
+            p.sport = seq as u16;
+            let mut ctx = sw.ctx(2_000);
+            ctx.ports = &ports;
+            assert_ne!(rlb.choose(&mut ctx, &p, &cands), 5);
+        }
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let bad = RlbConfig {
+            inner: Box::new(LbConfig::Rlb(RlbConfig::default())),
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().starts_with("lb.inner.scheme:"));
+        let bad = RlbConfig {
+            inner: Box::new(LbConfig::Drill(crate::lb::DrillConfig {
+                d: 0,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().starts_with("lb.inner.d: 0"));
+        let bad = RlbConfig {
+            fault_threshold: 9.0,
+            ..Default::default()
+        };
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .starts_with("lb.fault_threshold:"));
+        assert!(RlbConfig::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,259 @@
+//! RLB end to end: rerouting and recirculation on PFC warnings, pinned flows, conservation,
+//! determinism, and the errors of a bad `[lb]` table. Each test fails if the mechanism it
+//! names is removed (see `docs/schemes/rlb.md`).
+
+use pfcsim_core::metrics::RunStats;
+use pfcsim_core::run::run_scenario;
+use pfcsim_core::sim::RunOutput;
+use pfcsim_core::spec::{Scenario, Spec};
+use std::ops::ControlFlow;
+use std::path::Path;
+
+/// 3 leaves x 3 spines x 2 hosts (hosts 0-5, leaves 6-8, spines 9-11), 100 Gbps and 1 us
+/// links, line-rate senders, loopbacks of 100 Gbps and 100 ns; `lb` is the `[lb]` table's
+/// body and `extra` the rest.
+fn spec(lb: &str, extra: &str) -> String {
+    format!(
+        r#"
+        seed = 5
+        [topology]
+        kind = "leaf_spine"
+        leaves = 3
+        spines = 3
+        hosts_per_leaf = 2
+        host_link = {{ rate = "100Gbps", delay = "1us" }}
+        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
+        {extra}
+        [switch.loopback]
+        rate = "100Gbps"
+        delay = "100ns"
+        [cc]
+        kind = "none"
+        [run]
+        stop_when_done = false
+        [lb]
+        {lb}
+        "#
+    )
+}
+
+fn run(text: &str) -> RunOutput {
+    let spec = Spec::from_toml(text, "rlb.toml").unwrap_or_else(|e| panic!("{e}"));
+    let scenario = Scenario::prepare(spec, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    run_scenario(scenario, &mut |_| ControlFlow::Continue(())).unwrap()
+}
+
+fn error(text: &str) -> String {
+    match Spec::from_toml(text, "rlb.toml") {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Host 4 floods spine 10's link to leaf 7 on a pinned path while host 0 sprays 3 MB to
+/// leaf 7 with the inner scheme: spine 10 warns leaf 6.
+const CROSS: &str = r#"
+    [[traffic]]
+    kind = "scripted"
+    flows = [
+        { src = 4, dst = 2, size = "3MB", path = [1] },
+        { src = 0, dst = 3, size = "3MB" },
+        { src = 1, dst = 3, size = "1MB", start = "5us" },
+    ]
+"#;
+
+/// Every flow finished, every byte offered delivered, no buffer drop, buffers empty.
+fn assert_conserved(out: &RunOutput) {
+    let s = &out.stats;
+    assert_eq!(s.flows_finished, s.flows_total, "every flow finishes");
+    assert_eq!(s.bytes_delivered, s.bytes_offered);
+    assert_eq!(s.drops_buffer, 0, "PFC on: no buffer drops");
+    assert_eq!(out.buffered_bytes, 0, "buffers drain");
+    assert_eq!(out.live_packets, 0, "no packet left behind");
+}
+
+/// Spine 11's links to leaves 6 and 7 are 20 us long: its path's RTT is far above the others'.
+const SLOW_SPINE: &str = r#"
+    [[topology.overrides]]
+    leaf = 0
+    spine = 2
+    delay = "20us"
+    [[topology.overrides]]
+    leaf = 1
+    spine = 2
+    delay = "20us"
+"#;
+
+#[test]
+fn a_warned_path_is_rerouted_on_a_small_rtt_gap_and_recirculated_on_a_large_one() {
+    // Symmetric paths: the packets warned off spine 10 go to spine 11, whose RTT is not
+    // above spine 10's by more than t_rc.
+    let sym = run(&spec("scheme = \"rlb\"", CROSS));
+    assert_conserved(&sym);
+    assert!(sym.stats.cnm_warnings > 0, "spine 10 warns");
+    assert!(sym.stats.rlb_reroutes > 0, "warned packets are rerouted");
+    // Spine 11 is far slower: waiting for spine 10 by recirculating is worth it.
+    let slow = run(&spec("scheme = \"rlb\"", &format!("{SLOW_SPINE}{CROSS}")));
+    assert_conserved(&slow);
+    // Packets warned off spine 10 wait for it rather than take the slow spine: more
+    // recirculations, fewer reroutes than with symmetric paths.
+    assert!(
+        slow.stats.recirculations > sym.stats.recirculations
+            && slow.stats.rlb_reroutes < sym.stats.rlb_reroutes,
+        "recirculations {} vs {}, reroutes {} vs {} (slow vs symmetric)",
+        slow.stats.recirculations,
+        sym.stats.recirculations,
+        slow.stats.rlb_reroutes,
+        sym.stats.rlb_reroutes
+    );
+    let per_packet = slow.stats.recirculations as f64 / slow.stats.data_packets_delivered as f64;
+    assert_eq!(slow.stats.recirculations_per_packet, per_packet);
+    // The loopback carried them: two ports per switch, the leaves' in use.
+    let on_loopbacks: u64 = slow
+        .ports
+        .iter()
+        .filter(|p| p.node == p.peer)
+        .map(|p| p.tx_packets)
+        .sum();
+    assert!(on_loopbacks >= slow.stats.recirculations);
+    // Reroute only (Fig. 17's baseline): the same warnings, no recirculation.
+    let reroute = run(&spec(
+        "scheme = \"rlb\"\nrecirculation = false",
+        &format!("{SLOW_SPINE}{CROSS}"),
+    ));
+    assert_conserved(&reroute);
+    assert_eq!(reroute.stats.recirculations, 0);
+    assert!(reroute.stats.rlb_reroutes > 0);
+}
+
+#[test]
+fn a_pinned_path_is_rlbs_input_and_is_overridden_only_on_a_warning() {
+    // Two flows pinned to spine 10 towards leaf 7 (from leaves 6 and 8) overload its link to
+    // leaf 7; spine 10 warns both leaves.
+    let pinned = r#"
+        [[traffic]]
+        kind = "scripted"
+        flows = [
+            { src = 0, dst = 3, size = "2MB", path = [1] },
+            { src = 4, dst = 2, size = "2MB", path = [1] },
+        ]
+    "#;
+    let ecmp = run(&spec("scheme = \"ecmp\"", pinned));
+    assert_conserved(&ecmp);
+    assert!(
+        ecmp.flows.iter().all(|f| f.paths_used == 1),
+        "pins honoured"
+    );
+    let rlb = run(&spec("scheme = \"rlb\"\nrecirculation = false", pinned));
+    assert_conserved(&rlb);
+    assert!(rlb.stats.rlb_reroutes > 0);
+    assert!(
+        rlb.flows.iter().all(|f| f.paths_used > 1),
+        "RLB moved warned packets of both pinned flows: {:?}",
+        rlb.flows.iter().map(|f| f.paths_used).collect::<Vec<_>>()
+    );
+    // A lone pinned flow is never warned and keeps its path under RLB.
+    let lone = r#"
+        [[traffic]]
+        kind = "scripted"
+        flows = [{ src = 0, dst = 3, size = "1MB", path = [2] }]
+    "#;
+    let out = run(&spec("scheme = \"rlb\"", lone));
+    assert_conserved(&out);
+    assert_eq!(out.flows[0].paths_used, 1);
+    assert_eq!(out.stats.rlb_reroutes + out.stats.recirculations, 0);
+}
+
+const POISSON: &str = r#"
+    [[traffic]]
+    kind = "poisson"
+    cdf = "web_search"
+    load = 0.7
+    duration = "200us"
+    [[traffic]]
+    kind = "incast"
+    receiver = 2
+    senders = 4
+    total_size = "256KB"
+    start = "50us"
+    period = "70us"
+    repeat = 2
+"#;
+
+#[test]
+fn rlb_conserves_bytes_and_is_deterministic_over_every_inner_scheme() {
+    let base = run(&spec("scheme = \"drill\"", POISSON));
+    assert_conserved(&base);
+    for inner in [
+        "ecmp", "rps", "drb", "letflow", "drill", "conga", "hula", "conweave",
+    ] {
+        for adaptive in [false, true] {
+            let lb = format!(
+                "scheme = \"rlb\"\nadaptive = {adaptive}\n[lb.inner]\nscheme = \"{inner}\""
+            );
+            let a = run(&spec(&lb, POISSON));
+            assert_conserved(&a);
+            assert_eq!(a.stats.bytes_offered, base.stats.bytes_offered, "{inner}");
+            let b = run(&spec(&lb, POISSON));
+            assert_eq!(
+                a.stats.fingerprint, b.stats.fingerprint,
+                "{inner}: same seed, same run"
+            );
+            assert_eq!(
+                a.stats,
+                RunStats {
+                    wall_seconds: a.stats.wall_seconds,
+                    ..b.stats.clone()
+                }
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_rlb_tables_are_refused_with_the_key() {
+    let flows = "[[traffic]]\nkind = \"scripted\"\nflows = [{ src = 0, dst = 3, size = \"1KB\" }]";
+    let no_loop = spec("scheme = \"rlb\"", flows).replace(
+        "[switch.loopback]\n        rate = \"100Gbps\"\n        delay = \"100ns\"",
+        "",
+    );
+    let e = error(&no_loop);
+    assert!(
+        e.contains("switch.loopback: missing; scheme \"rlb\" recirculates"),
+        "{e}"
+    );
+    // Without recirculation no loopback is needed.
+    let ok = no_loop.replace(
+        "scheme = \"rlb\"",
+        "scheme = \"rlb\"\nrecirculation = false",
+    );
+    assert_conserved(&run(&ok));
+    let e = error(&spec(
+        "scheme = \"rlb\"\n[lb.inner]\nscheme = \"drill\"\nd = 0",
+        flows,
+    ));
+    assert!(e.contains("lb.inner.d: 0 is out of range"), "{e}");
+    let e = error(&spec(
+        "scheme = \"rlb\"\n[lb.inner]\nscheme = \"drill\"\ndd = 1",
+        flows,
+    ));
+    assert!(e.contains("lb.inner.dd: unknown field"), "{e}");
+    let e = error(&spec(
+        "scheme = \"rlb\"\n[lb.inner]\nscheme = \"rlb\"",
+        flows,
+    ));
+    assert!(
+        e.contains("lb.inner.scheme: \"rlb\" cannot wrap itself"),
+        "{e}"
+    );
+    let e = error(&spec("scheme = \"rlb\"\nfault_threshold = 0.0", flows));
+    assert!(e.contains("lb.fault_threshold: 0 is out of range"), "{e}");
+    // The resolved spec writes the nested table back and reads it again.
+    let spec = Spec::from_toml(
+        &spec("scheme = \"rlb\"\n[lb.inner]\nscheme = \"letflow\"", flows),
+        "s",
+    )
+    .unwrap();
+    let again = Spec::from_toml(&spec.resolved_toml(), "again").unwrap();
+    assert_eq!(spec.lb, again.lb);
+}
