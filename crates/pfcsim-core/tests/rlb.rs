@@ -185,7 +185,7 @@ fn rlb_conserves_bytes_and_is_deterministic_over_every_inner_scheme() {
     let base = run(&spec("scheme = \"drill\"", POISSON));
     assert_conserved(&base);
     for inner in [
-        "ecmp", "rps", "drb", "letflow", "drill", "conga", "hula", "conweave",
+        "ecmp", "rps", "drb", "letflow", "drill", "conga", "hula", "conweave", "presto", "hermes",
     ] {
         for adaptive in [false, true] {
             let lb = format!(
