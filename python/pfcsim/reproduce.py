@@ -263,7 +263,9 @@ def _conditions(store: Store, runs: pd.DataFrame) -> list[str]:
         values = runs[column].astype(str)
         if values.nunique() < 2:
             continue
-        follows_series = (values.groupby(runs["series"]).nunique() == 1).all()
+        # A field a series lacks (NaN) counts as one value, so that schemes with different
+        # parameter sets (a `table_size` here, none there) do not split the conditions.
+        follows_series = (values.groupby(runs["series"]).nunique(dropna=False) == 1).all()
         if not follows_series:
             conditions.append(column)
     return conditions
