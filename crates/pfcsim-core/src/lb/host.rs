@@ -5,7 +5,7 @@
 //! ([`crate::packet::LbHeader::path_tag`]: byte `h` is the choice at the packet's `h`-th switch
 //! hop) that the switches honour before asking their own scheme. Switches need no logic of
 //! their own for it: under a host-side scheme they run ECMP for anything untagged. A scheme is
-//! one file in this folder (Presto, Hermes, Clove); the enum [`HostLb`] dispatches to them,
+//! one file in this folder (Presto, Hermes); the enum [`HostLb`] dispatches to them,
 //! and one instance serves every host of the fabric, keeping per-host and per-flow tables
 //! indexed by host and flow.
 //!
@@ -163,8 +163,8 @@ pub struct AckEcho {
     pub nack: bool,
     /// Path tag of the data packet that made the receiver answer.
     pub path_tag: u32,
-    /// That packet (or, with `ack_interval > 1`, one of the packets this ACK covers) was
-    /// ECN-marked.
+    /// An ACK: one of the packets it acknowledges was ECN-marked; a NACK: the out-of-order
+    /// packet that made the receiver answer was.
     pub ce: bool,
     /// Now minus that packet's send time.
     pub rtt: Time,

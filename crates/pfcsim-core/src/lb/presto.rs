@@ -10,9 +10,10 @@
 //! * Receiver: a resequencing buffer in front of go-back-N (`sim/reseq.rs`), Presto's GRO
 //!   rule: a packet ahead of the expected one in a *later* flowcell is held (reordering between
 //!   flowcells); ahead within the *same* flowcell it goes to the transport at once (a loss:
-//!   packets of a cell share a path). Held packets are released when the gap fills, and pushed
-//!   to the transport in order when the oldest has waited `reorder_timeout` or when more than
-//!   `reorder_buffer` packets are held; what leaks through reaches go-back-N as usual.
+//!   packets of a cell share a path). Held packets are released when the gap fills (or when
+//!   the expected byte reaches their flowcell), and pushed to the transport in order when the
+//!   expected byte has not moved for `reorder_timeout` or when more than `reorder_buffer`
+//!   packets would be held; what leaks through reaches go-back-N as usual.
 //!
 //! Not modelled: weighted round robin for asymmetric fabrics (Presto's controller weights),
 //! the adaptive flush timeout, TSO/GRO batching costs.
@@ -32,8 +33,8 @@ pub struct PrestoConfig {
     /// The receiver's resequencing buffer is on (Presto's GRO); off, every reordering between
     /// flowcells reaches go-back-N.
     pub resequence: bool,
-    /// Held packets are pushed to the transport once the oldest has waited this long (the
-    /// public ns-3 port's out-of-order flush timer: 100 us).
+    /// Held packets are pushed to the transport once the flow's next expected byte has not
+    /// moved for this long (the public ns-3 port's out-of-order flush timer: 100 us).
     pub reorder_timeout: Time,
     /// Most packets held per flow; one more flushes the buffer (default 256: four 64 KB
     /// flowcells of 1000 B packets).

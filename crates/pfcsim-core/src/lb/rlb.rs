@@ -715,7 +715,8 @@ impl Rlb {
         } else {
             candidates
         };
-        let p = match pinned_choice(pkt, candidates) {
+        // A pinned path RLB* removed as faulty is not taken: the inner scheme chooses instead.
+        let p = match pinned_choice(pkt, candidates).filter(|&c| !self.removed[c as usize]) {
             Some(c) => c,
             None => self.inner.choose(ctx, pkt, cands),
         };

@@ -529,7 +529,7 @@ impl Simulation {
             flow.rec.paths_used += 1;
         }
         if self.reseq.is_some() {
-            self.resequence(h, pkt);
+            self.resequence(h, pkt); // the resequencer passes it on to `transport_receive`
         } else {
             self.transport_receive(h, pkt);
         }
@@ -584,8 +584,9 @@ impl Simulation {
             ack.priority = pkt.priority;
             ack.seq = flow.expected;
             ack.cnp = cnp;
-            // Echoes for host-side schemes: the packet's mark (ECE) and its path.
-            ack.ce = pkt.ce;
+            // Echoes for host-side schemes: the ECN marks (ECE) of the packets an ACK covers
+            // (an ACK's CNP flag is exactly that), or a NACK's packet's mark; and its path.
+            ack.ce = if kind == PacketKind::Ack { cnp } else { pkt.ce };
             if self.host_side.is_some() {
                 ack.lb.path_tag = pkt.lb.path_tag;
             }

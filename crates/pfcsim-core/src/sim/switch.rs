@@ -448,9 +448,11 @@ impl Simulation {
             let p = sw.ports.start + in_local as u32;
             self.fault_drop(pid, super::faults::DropCause::NoRoute, p);
             return;
-        } else if let Some(c) = pinned_choice(&pkt, candidates).filter(|_| {
-            pkt.kind.follows_path_tag() && !(pkt.kind == PacketKind::Data && sw.lb_pinned)
-        }) {
+        } else if let Some(c) = (pkt.kind.follows_path_tag()
+            && !(pkt.kind == PacketKind::Data && sw.lb_pinned))
+            .then(|| pinned_choice(&pkt, candidates))
+            .flatten()
+        {
             c
         } else if pkt.kind == PacketKind::Data {
             sw.with_scheme(
