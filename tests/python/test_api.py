@@ -195,6 +195,8 @@ def test_schemes_list_their_defaults() -> None:
         "conga",
         "hula",
         "conweave",
+        "presto",
+        "clove",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}
@@ -205,6 +207,13 @@ def test_schemes_list_their_defaults() -> None:
         "decision": "every_switch",
     }
     assert schemes["drill"]["defaults"] == {"d": 2, "m": 1, "queue": "priority"}
+    assert schemes["clove"]["defaults"] == {
+        "mode": "ecn",
+        "flowlet_timeout": "50us",
+        "half_rtt": "4us",
+        "weight_cut": pytest.approx(1 / 3),
+        "weight_recovery": "0s",
+    }
     assert all(s["doc"] for s in schemes.values())
 
 

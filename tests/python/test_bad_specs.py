@@ -80,7 +80,7 @@ BAD_SPECS = [
         "unknown scheme",
         TINY_TOML + '\n[lb]\nscheme = "magic"\n',
         "spec.toml (line 18): lb.scheme: unknown variant `magic`, expected one of `ecmp`, "
-        "`rps`, `drb`, `letflow`, `drill`, `conga`, `hula`, `conweave`",
+        "`rps`, `drb`, `letflow`, `drill`, `conga`, `hula`, `conweave`, `presto`, `clove`",
     ),
     (
         "fault on a switch the topology lacks",
@@ -114,6 +114,17 @@ BAD_SPECS = [
         "DRILL with too much memory",
         TINY_TOML + '\n[lb]\nscheme = "drill"\nm = 9\n',
         "spec.toml: lb.m: 9 is out of range; use 0..=8 remembered ports (DRILL default 1)",
+    ),
+    (
+        "clove weight cut",
+        TINY_TOML + '\n[lb]\nscheme = "clove"\nweight_cut = 1.5\n',
+        "spec.toml: lb.weight_cut: 1.5 is out of range; give a fraction above 0 and below 1 "
+        "(Clove: 0.33)",
+    ),
+    (
+        "clove mode",
+        TINY_TOML + '\n[lb]\nscheme = "clove"\nmode = "int"\n',
+        "spec.toml (line 19): lb.mode: unknown variant `int`, expected `ecn` or `edge_flowlet`",
     ),
     (
         "bad scheme parameter",

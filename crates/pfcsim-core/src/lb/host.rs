@@ -30,6 +30,7 @@
 use crate::engine::Rng;
 use crate::units::Time;
 
+pub use super::clove::{Clove, CloveConfig, CloveMode};
 pub use super::presto::{Presto, PrestoConfig};
 
 /// Most paths kept per pair of ToRs (the first ones in tag order).
@@ -171,12 +172,14 @@ pub struct HostCtx<'a> {
 #[derive(Clone, Debug)]
 pub enum HostLb {
     Presto(Box<Presto>),
+    Clove(Box<Clove>),
 }
 
 impl HostLb {
     /// Flow `flow` starts at its sender.
     pub fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(s) => s.on_flow_start(ctx, flow),
         }
     }
@@ -185,6 +188,7 @@ impl HostLb {
     #[inline]
     pub fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
         match self {
+            HostLb::Clove(s) => s.path_tag(ctx, flow, seq),
             HostLb::Presto(s) => s.path_tag(ctx, flow, seq),
         }
     }
@@ -193,6 +197,7 @@ impl HostLb {
     #[inline]
     pub fn on_ack(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, echo: &AckEcho) {
         match self {
+            HostLb::Clove(s) => s.on_ack(ctx, flow, echo),
             HostLb::Presto(_) => {
                 let _ = (ctx, flow, echo);
             }
@@ -202,6 +207,7 @@ impl HostLb {
     /// The retransmission timer of `flow` fired (it goes back to `snd_una`).
     pub fn on_timeout(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(_) => {
                 let _ = (ctx, flow);
             }
@@ -211,6 +217,7 @@ impl HostLb {
     /// Every byte of `flow` was acknowledged.
     pub fn on_flow_end(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(_) => {
                 let _ = (ctx, flow);
             }
@@ -220,6 +227,7 @@ impl HostLb {
     /// Called once per host at time zero (periodic work starts here).
     pub fn on_start(&mut self, ctx: &mut HostCtx) {
         match self {
+            HostLb::Clove(s) => s.on_start(ctx),
             HostLb::Presto(_) => {
                 let _ = ctx;
             }
@@ -229,6 +237,7 @@ impl HostLb {
     /// A timer set with [`HostAction::SetTimer`] fired.
     pub fn on_timer(&mut self, ctx: &mut HostCtx, token: u64) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(_) => {
                 let _ = (ctx, token);
             }
@@ -238,6 +247,7 @@ impl HostLb {
     /// The reply to a probe this host sent arrived.
     pub fn on_probe_reply(&mut self, ctx: &mut HostCtx, echo: &ProbeEcho) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(_) => {
                 let _ = (ctx, echo);
             }

@@ -34,6 +34,7 @@
 //! at the other end (`ctx.loopback + 1`, visible as `pkt.ingress_port`) to be routed again.
 //! A loopback egress does not count as a hop in `pkt.hop`.
 
+pub mod clove;
 pub mod conga;
 pub mod conweave;
 pub mod drb;
@@ -53,6 +54,7 @@ use crate::sim::PortState;
 use crate::units::Time;
 use serde::{Deserialize, Serialize};
 
+pub use clove::{Clove, CloveConfig, CloveMode};
 pub use conga::{Conga, CongaConfig};
 pub use conweave::{ConWeave, ConWeaveConfig};
 pub use drb::{Drb, DrbConfig, DrbOrder};
@@ -192,6 +194,8 @@ pub enum LbConfig {
     ConWeave(ConWeaveConfig),
     /// Host-side: flowcells round robin over the paths, resequenced at the receiver (Presto).
     Presto(PrestoConfig),
+    /// Host-side: flowlets on paths drawn by weights that ECN echoes lower (Clove).
+    Clove(CloveConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -253,6 +257,11 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "host-side: 64 KB flowcells sent round robin over the paths; the receiver resequences between flowcells",
             LbConfig::Presto(PrestoConfig::default()),
         ),
+        (
+            "clove",
+            "host-side: flowlets on paths drawn by weight; a path's weight is cut by a third on an ECN echo, spread over the others (or uniform: edge_flowlet)",
+            LbConfig::Clove(CloveConfig::default()),
+        ),
     ]
 }
 
@@ -268,6 +277,7 @@ impl LbConfig {
             LbConfig::Hula(_) => "hula",
             LbConfig::ConWeave(_) => "conweave",
             LbConfig::Presto(_) => "presto",
+            LbConfig::Clove(_) => "clove",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
@@ -283,6 +293,7 @@ impl LbConfig {
             LbConfig::Hula(c) => c.validate(),
             LbConfig::ConWeave(c) => c.validate(),
             LbConfig::Presto(c) => c.validate(),
+            LbConfig::Clove(c) => c.validate(),
             _ => Ok(()),
         }
     }
@@ -322,6 +333,7 @@ impl LbConfig {
     pub fn host_side(&self, flows: usize) -> Option<host::HostLb> {
         match self {
             LbConfig::Presto(c) => Some(host::HostLb::Presto(Box::new(Presto::new(c, flows)))),
+            LbConfig::Clove(c) => Some(host::HostLb::Clove(Box::new(Clove::new(c, flows)))),
             _ => None,
         }
     }
@@ -351,6 +363,7 @@ impl LbConfig {
             LbConfig::ConWeave(c) => SwitchLb::ConWeave(Box::new(ConWeave::new(c, fabric))),
             // Host-side schemes: switches honour the senders' path tags and hash the rest.
             LbConfig::Presto(_) => SwitchLb::Ecmp(Ecmp::new(&EcmpConfig::default(), node)),
+            LbConfig::Clove(_) => SwitchLb::Ecmp(Ecmp::new(&EcmpConfig::default(), node)),
             #[cfg(test)]
             LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
         }
