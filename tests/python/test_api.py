@@ -212,7 +212,7 @@ def test_schemes_list_their_defaults() -> None:
         "flowlet_timeout": "50us",
         "half_rtt": "4us",
         "weight_cut": pytest.approx(1 / 3),
-        "weight_recovery": "0s",
+        "weight_recovery": "0ps",
     }
     assert all(s["doc"] for s in schemes.values())
 
