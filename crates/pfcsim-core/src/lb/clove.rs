@@ -175,8 +175,8 @@ impl Clove {
         self.slot[ctx.host as usize] = slot;
         for &dst in &self.tor_host {
             let n = fabric.paths(ctx.host, dst).len();
-            self.weight.extend(std::iter::repeat_n(1.0, n));
-            self.last_cut.extend(std::iter::repeat_n(None, n));
+            self.weight.resize(self.weight.len() + n, 1.0);
+            self.last_cut.resize(self.last_cut.len() + n, None);
             self.relaxed_at.push(Time::ZERO);
             self.group_start.push(self.weight.len() as u32);
         }
