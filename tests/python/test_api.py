@@ -239,6 +239,7 @@ def test_schemes_list_their_defaults() -> None:
         "conweave",
         "presto",
         "hermes",
+        "clove",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}
@@ -254,6 +255,13 @@ def test_schemes_list_their_defaults() -> None:
         "resequence": True,
         "reorder_timeout": "100us",
         "reorder_buffer": 256,
+    }
+    assert schemes["clove"]["defaults"] == {
+        "mode": "ecn",
+        "flowlet_timeout": "50us",
+        "half_rtt": "4us",
+        "weight_cut": pytest.approx(1 / 3),
+        "weight_recovery": "0ps",
     }
     assert all(s["doc"] for s in schemes.values())
 

@@ -116,6 +116,17 @@ BAD_SPECS = [
         "spec.toml: lb.m: 9 is out of range; use 0..=8 remembered ports (DRILL default 1)",
     ),
     (
+        "clove weight cut",
+        TINY_TOML + '\n[lb]\nscheme = "clove"\nweight_cut = 1.5\n',
+        "spec.toml: lb.weight_cut: 1.5 is out of range; give a fraction above 0 and below 1 "
+        "(Clove: 0.33)",
+    ),
+    (
+        "clove mode",
+        TINY_TOML + '\n[lb]\nscheme = "clove"\nmode = "int"\n',
+        "spec.toml (line 19): lb.mode: unknown variant `int`, expected `ecn` or `edge_flowlet`",
+    ),
+    (
         "bad scheme parameter",
         TINY_TOML + '\n[lb]\nscheme = "ecmp"\nsalt = "x"\n',
         'spec.toml (line 19): lb.salt: invalid type: string "x", expected u64',

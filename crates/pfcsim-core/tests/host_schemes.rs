@@ -152,3 +152,105 @@ fn presto_runs_are_deterministic_and_lossless_under_load() {
     assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
     assert!(a.flows.len() > 20);
 }
+
+#[test]
+fn clove_keeps_a_flowlet_on_one_path_and_redraws_after_the_timeout() {
+    // A line-rate flow's packets leave 80 ns apart: one flowlet under the 50 us default.
+    for mode in ["ecn", "edge_flowlet"] {
+        let out = run(&format!(
+            "{ONE_FLOW}\n[lb]\nscheme = \"clove\"\nmode = \"{mode}\"\n"
+        ));
+        assert_complete(&out);
+        assert_eq!(
+            (out.flows[0].paths_used, out.flows[0].path_changes),
+            (1, 0),
+            "{mode}"
+        );
+    }
+    // A timeout below the packet gap makes every packet a flowlet of its own.
+    let out = run(&format!(
+        "{ONE_FLOW}\n[lb]\nscheme = \"clove\"\nflowlet_timeout = \"50ns\"\n"
+    ));
+    assert_complete(&out);
+    assert_eq!(out.flows[0].paths_used, 4);
+    assert!(out.flows[0].path_changes > 500, "3 in 4 packets move");
+}
+
+/// Host 1 sends a 4 MB hog to host 3 pinned on spine 0, whose link from leaf 0 runs at half
+/// rate, so the queue there stays deep and ECN-marks; host 0 sends 60 flows of 30 KB to
+/// host 2, one every 10 us, each a flowlet of its own. Returns the share of host 0's data
+/// packets that went through spine 0.
+fn share_on_the_marking_path(lb: &str, extra: &str) -> f64 {
+    let mut flows = vec![r#"{ src = 1, dst = 3, size = "4MB", path = [0] }"#.to_string()];
+    for k in 0..60 {
+        flows.push(format!(
+            r#"{{ src = 0, dst = 2, size = "30KB", start = "{}us" }}"#,
+            20 + 10 * k
+        ));
+    }
+    let out = run(&format!(
+        "[[traffic]]\nkind = \"scripted\"\nflows = [{}]\n{SLOW_SPINE}\n[lb]\n{lb}\n{extra}\n",
+        flows.join(", ")
+    ));
+    assert_complete(&out);
+    let hog = out.flows.iter().find(|f| f.src == 1).unwrap();
+    let ours: u64 = out
+        .flows
+        .iter()
+        .filter(|f| f.src == 0)
+        .map(|f| f.packets_sent)
+        .sum();
+    // Leaf 0 (node 4) towards spine 0 (node 6) carries the hog and host 0's packets there.
+    let uplink = out
+        .ports
+        .iter()
+        .find(|p| p.node == 4 && p.peer == 6)
+        .unwrap();
+    assert!(uplink.ecn_marks > 0 || extra.contains("enabled = false"));
+    (uplink.tx_packets - hog.packets_sent) as f64 / ours as f64
+}
+
+#[test]
+fn clove_ecn_steers_new_flowlets_away_from_a_marking_path() {
+    let ecn = share_on_the_marking_path("scheme = \"clove\"", "");
+    let edge = share_on_the_marking_path("scheme = \"clove\"\nmode = \"edge_flowlet\"", "");
+    let unmarked = share_on_the_marking_path("scheme = \"clove\"", "[switch.ecn]\nenabled = false");
+    eprintln!("share on spine 0: ecn {ecn:.3}, edge_flowlet {edge:.3}, no marks {unmarked:.3}");
+    // Uniform choices put about a quarter of the flowlets on spine 0 ...
+    assert!((0.12..0.4).contains(&edge), "edge_flowlet {edge}");
+    assert!((0.12..0.4).contains(&unmarked), "no ECN marks {unmarked}");
+    // ... Clove-ECN, cutting the marked path's weight, far fewer.
+    assert!(ecn < edge / 2.0, "ecn {ecn} vs edge_flowlet {edge}");
+    assert!(ecn < unmarked / 2.0, "ecn {ecn} vs no marks {unmarked}");
+}
+
+#[test]
+fn clove_runs_are_deterministic_and_lossless_under_load() {
+    // A 2 us timeout, so that flows at line rate split into flowlets (PFC pauses and the
+    // slow spine's queue open such gaps) and reordering between them reaches go-back-N.
+    for mode in ["ecn", "edge_flowlet"] {
+        let poisson = format!(
+            r#"
+            [[traffic]]
+            kind = "poisson"
+            cdf = "web_search"
+            load = 0.6
+            duration = "3ms"
+            [lb]
+            scheme = "clove"
+            mode = "{mode}"
+            flowlet_timeout = "2us"
+            "#
+        );
+        let a = run(&format!("{poisson}{SLOW_SPINE}"));
+        let b = run(&format!("{poisson}{SLOW_SPINE}"));
+        assert_complete(&a);
+        assert_eq!(a.stats.drops_buffer, 0);
+        assert_eq!(a.stats.fingerprint, b.stats.fingerprint, "{mode}");
+        assert!(a.flows.len() > 20);
+        assert!(
+            a.flows.iter().any(|f| f.paths_used > 1),
+            "{mode}: some flow changed path between flowlets"
+        );
+    }
+}

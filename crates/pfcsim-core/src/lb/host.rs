@@ -5,7 +5,7 @@
 //! ([`crate::packet::LbHeader::path_tag`]: byte `h` is the choice at the packet's `h`-th switch
 //! hop) that the switches honour before asking their own scheme. Switches need no logic of
 //! their own for it: under a host-side scheme they run ECMP for anything untagged. A scheme is
-//! one file in this folder (Presto, Hermes); the enum [`HostLb`] dispatches to them,
+//! one file in this folder (Presto, Hermes, Clove); the enum [`HostLb`] dispatches to them,
 //! and one instance serves every host of the fabric, keeping per-host and per-flow tables
 //! indexed by host and flow.
 //!
@@ -30,6 +30,7 @@
 use crate::engine::Rng;
 use crate::units::{Rate, Time};
 
+pub use super::clove::{Clove, CloveConfig, CloveMode};
 pub use super::hermes::{Hermes, HermesConfig};
 pub use super::presto::{Presto, PrestoConfig};
 
@@ -215,12 +216,14 @@ pub struct HostCtx<'a> {
 pub enum HostLb {
     Presto(Box<Presto>),
     Hermes(Box<Hermes>),
+    Clove(Box<Clove>),
 }
 
 impl HostLb {
     /// Flow `flow` starts at its sender.
     pub fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(s) => s.on_flow_start(ctx, flow),
             HostLb::Hermes(s) => s.on_flow_start(ctx, flow),
         }
@@ -230,6 +233,7 @@ impl HostLb {
     #[inline]
     pub fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
         match self {
+            HostLb::Clove(s) => s.path_tag(ctx, flow, seq),
             HostLb::Presto(s) => s.path_tag(ctx, flow, seq),
             HostLb::Hermes(s) => s.path_tag(ctx, flow, seq),
         }
@@ -239,6 +243,7 @@ impl HostLb {
     #[inline]
     pub fn on_ack(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, echo: &AckEcho) {
         match self {
+            HostLb::Clove(s) => s.on_ack(ctx, flow, echo),
             HostLb::Presto(_) => {
                 let _ = (ctx, flow, echo);
             }
@@ -249,6 +254,7 @@ impl HostLb {
     /// The retransmission timer of `flow` fired (it goes back to `snd_una`).
     pub fn on_timeout(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(_) => {
                 let _ = (ctx, flow);
             }
@@ -259,6 +265,7 @@ impl HostLb {
     /// Every byte of `flow` was acknowledged.
     pub fn on_flow_end(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(_) => {
                 let _ = (ctx, flow);
             }
@@ -269,6 +276,7 @@ impl HostLb {
     /// Called once per host at time zero (periodic work starts here).
     pub fn on_start(&mut self, ctx: &mut HostCtx) {
         match self {
+            HostLb::Clove(s) => s.on_start(ctx),
             HostLb::Presto(_) => {
                 let _ = ctx;
             }
@@ -279,6 +287,7 @@ impl HostLb {
     /// A timer set with [`HostAction::SetTimer`] fired.
     pub fn on_timer(&mut self, ctx: &mut HostCtx, token: u64) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(_) => {
                 let _ = (ctx, token);
             }
@@ -289,6 +298,7 @@ impl HostLb {
     /// The reply to a probe this host sent arrived.
     pub fn on_probe_reply(&mut self, ctx: &mut HostCtx, echo: &ProbeEcho) {
         match self {
+            HostLb::Clove(_) => {}
             HostLb::Presto(_) => {
                 let _ = (ctx, echo);
             }

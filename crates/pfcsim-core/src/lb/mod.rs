@@ -42,6 +42,7 @@
 //! [`pinned_choice`]): the pinned candidate becomes its input instead of the switch's answer.
 //! A wrapper's timer tokens have bit 63 set ([`OUTER_TIMER`]); inner schemes never set it.
 
+pub mod clove;
 pub mod conga;
 pub mod conweave;
 pub mod drb;
@@ -64,6 +65,7 @@ use crate::sim::PortState;
 use crate::units::Time;
 use serde::{Deserialize, Serialize};
 
+pub use clove::{Clove, CloveConfig, CloveMode};
 pub use conga::{Conga, CongaConfig};
 pub use conweave::{ConWeave, ConWeaveConfig};
 pub use drb::{Drb, DrbConfig, DrbOrder};
@@ -248,6 +250,8 @@ pub enum LbConfig {
     /// Reordering-robust building block around another switch-side scheme (RLB/RLB*): PFC
     /// prediction with warnings to the upstream switch, reroute or recirculate on a warning.
     Rlb(RlbConfig),
+    /// Host-side: flowlets on paths drawn by weights that ECN echoes lower (Clove).
+    Clove(CloveConfig),
     /// Test-only scheme exercising recirculation, timers and scheme messages.
     #[cfg(test)]
     Probe(probe::ProbeConfig),
@@ -319,6 +323,11 @@ pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
             "wraps a switch-side scheme ([lb.inner]): predicts PFC from ingress queue growth and warns the upstream switch, which reroutes or recirculates packets bound for a warned path (RLB; adaptive = true: RLB*)",
             LbConfig::Rlb(RlbConfig::default()),
         ),
+        (
+            "clove",
+            "host-side: flowlets on paths drawn by weight; a path's weight is cut by a third on an ECN echo, spread over the others (or uniform: edge_flowlet)",
+            LbConfig::Clove(CloveConfig::default()),
+        ),
     ]
 }
 
@@ -336,6 +345,7 @@ impl LbConfig {
             LbConfig::Presto(_) => "presto",
             LbConfig::Hermes(_) => "hermes",
             LbConfig::Rlb(_) => "rlb",
+            LbConfig::Clove(_) => "clove",
             #[cfg(test)]
             LbConfig::Probe(_) => "probe",
         }
@@ -353,6 +363,7 @@ impl LbConfig {
             LbConfig::Presto(c) => c.validate(),
             LbConfig::Hermes(c) => c.validate(),
             LbConfig::Rlb(c) => c.validate(),
+            LbConfig::Clove(c) => c.validate(),
             _ => Ok(()),
         }
     }
@@ -412,7 +423,7 @@ impl LbConfig {
     /// Whether part of the scheme runs at the hosts ([`LbConfig::host_side`]).
     pub fn runs_at_hosts(&self) -> bool {
         match self {
-            LbConfig::Presto(_) | LbConfig::Hermes(_) => true,
+            LbConfig::Presto(_) | LbConfig::Hermes(_) | LbConfig::Clove(_) => true,
             LbConfig::Rlb(c) => c.inner.runs_at_hosts(),
             _ => false,
         }
@@ -428,6 +439,7 @@ impl LbConfig {
             )))),
             // RLB over a host-side scheme: the hosts run it, RLB takes their paths as input.
             LbConfig::Rlb(c) => c.inner.host_side(flows, fabric),
+            LbConfig::Clove(c) => Some(host::HostLb::Clove(Box::new(Clove::new(c, flows)))),
             _ => None,
         }
     }
@@ -457,7 +469,7 @@ impl LbConfig {
             LbConfig::Hula(c) => SwitchLb::Hula(Box::new(Hula::new(c, fabric))),
             LbConfig::ConWeave(c) => SwitchLb::ConWeave(Box::new(ConWeave::new(c, fabric))),
             // Host-side schemes: switches honour the senders' path tags and hash the rest.
-            LbConfig::Presto(_) | LbConfig::Hermes(_) => {
+            LbConfig::Presto(_) | LbConfig::Hermes(_) | LbConfig::Clove(_) => {
                 SwitchLb::Ecmp(Ecmp::new(&EcmpConfig::default(), node))
             }
             LbConfig::Rlb(c) => SwitchLb::Rlb(Box::new(Rlb::new(c, fabric))),
