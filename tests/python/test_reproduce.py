@@ -163,4 +163,3 @@ def test_every_experiment_of_the_repository_runs_quick(name: str, tmp_path: Path
     for figure in experiment.figures:
         for suffix in ("png", "svg"):
             assert (figures / f"{figure.name or figure.kind}.{suffix}").is_file()
-
