@@ -239,6 +239,7 @@ def test_schemes_list_their_defaults() -> None:
         "conweave",
         "presto",
         "hermes",
+        "rlb",
         "clove",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
