@@ -598,21 +598,7 @@ impl Simulation {
         for action in actions.drain(..) {
             match action {
                 LbAction::SendControl { port, header } => {
-                    let p = first + port as u32;
-                    if self.faults.port_down.get(p as usize) == Some(&true) {
-                        continue; // the link is down
-                    }
-                    let mut pkt = Packet::new(PacketKind::LbControl);
-                    pkt.src = self.switches[s as usize].node;
-                    pkt.lb = header;
-                    pkt.wire_bytes = self.cfg.nic.control_bytes;
-                    let pid = self.arena.alloc(pkt);
-                    let p = first + port as u32;
-                    self.ports[p as usize].rec.lb_messages_sent += 1;
-                    let now = self.now;
-                    let pkt = self.arena.get_mut(pid);
-                    self.ports[p as usize].enqueue(CONTROL_PRIO, pid, pkt, now);
-                    self.try_send(p);
+                    self.send_control(first + port as u32, s, header, false)
                 }
                 LbAction::SetTimer { at, token } => {
                     self.events.schedule(at, super::Event::LbTimer(s, token));
@@ -625,21 +611,7 @@ impl Simulation {
                 } => self.send_routed(s, to_host, sport, dport, header),
                 LbAction::Release { port, queue } => self.release_held(first + port as u32, queue),
                 LbAction::SendOuterControl { port, header } => {
-                    let p = first + port as u32;
-                    if self.faults.port_down.get(p as usize) == Some(&true) {
-                        continue; // the link is down
-                    }
-                    let mut pkt = Packet::new(PacketKind::LbControl);
-                    pkt.src = self.switches[s as usize].node;
-                    pkt.lb = header;
-                    pkt.cnp = true;
-                    pkt.wire_bytes = self.cfg.nic.control_bytes;
-                    let pid = self.arena.alloc(pkt);
-                    self.ports[p as usize].rec.lb_messages_sent += 1;
-                    let now = self.now;
-                    let pkt = self.arena.get_mut(pid);
-                    self.ports[p as usize].enqueue(CONTROL_PRIO, pid, pkt, now);
-                    self.try_send(p);
+                    self.send_control(first + port as u32, s, header, true)
                 }
                 LbAction::SendOuterRouted {
                     via,
@@ -653,6 +625,26 @@ impl Simulation {
             }
         }
         self.lb_actions = actions;
+    }
+
+    /// Sends a scheme message of switch `s` out of its port `p` (global id) to the
+    /// neighbour, in the strict-priority control queue; `outer` marks a wrapper's message
+    /// (RLB's), carried in the otherwise unused `cnp` bit. Nothing is sent on a link that is down.
+    fn send_control(&mut self, p: u32, s: u32, header: crate::packet::LbHeader, outer: bool) {
+        if self.faults.port_down.get(p as usize) == Some(&true) {
+            return;
+        }
+        let mut pkt = Packet::new(PacketKind::LbControl);
+        pkt.src = self.switches[s as usize].node;
+        pkt.lb = header;
+        pkt.cnp = outer;
+        pkt.wire_bytes = self.cfg.nic.control_bytes;
+        let pid = self.arena.alloc(pkt);
+        self.ports[p as usize].rec.lb_messages_sent += 1;
+        let now = self.now;
+        let pkt = self.arena.get_mut(pid);
+        self.ports[p as usize].enqueue(CONTROL_PRIO, pid, pkt, now);
+        self.try_send(p);
     }
 
     /// Gives every switch's scheme its `on_start` call, at time zero, before any event runs
