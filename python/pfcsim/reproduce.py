@@ -11,6 +11,7 @@ An experiment is a folder `experiments/<group>/<name>/` holding `experiment.toml
     note = "1 ms of arrivals instead of 10 ms"
     set = { "traffic[0].duration" = "1ms" }  # keys set in every point
     grid = { "traffic[0].load" = [0.6] }     # axes replaced (or added)
+    zip = { ... }                            # the zip group(s), replaced as a whole
 
     [[figure]]                               # pfcsim.plots kinds and options
     name = "fct-cdf"
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pfcsim._core import SpecError
-from pfcsim.plots import KINDS, FigureRequest, series_names
+from pfcsim.plots import KINDS, NORMALIZE, FigureRequest, normalized, series_names
 from pfcsim.sweep import load_sweep, set_key
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 #: Keys of `experiment.toml`.
 EXPERIMENT_KEYS = ("title", "source", "sweep", "quick", "figure", "claim", "notes")
-QUICK_KEYS = ("note", "set", "grid")
+QUICK_KEYS = ("note", "set", "grid", "zip")
 FIGURE_KEYS = (
     "name",
     "kind",
@@ -66,6 +67,7 @@ FIGURE_KEYS = (
     "title",
     "ylabel",
     "logy",
+    "normalize",
 )
 CLAIM_KEYS = (
     "text",
@@ -76,6 +78,7 @@ CLAIM_KEYS = (
     "series_fields",
     "where",
     "over",
+    "normalize",
     "paper",
 )
 #: How a claim turns runs into one number.
@@ -97,6 +100,9 @@ class Claim:
     where: tuple[tuple[str, str], ...]
     over: str
     paper: float | None
+    #: Divide each series' per-condition values by their "min" or "max" over the conditions
+    #: before comparing and folding (None: raw values).
+    normalize: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,8 @@ class Experiment:
         grid = dict(data.get("grid", {}))
         grid.update(self.quick.get("grid", {}))
         data["grid"] = grid
+        if "zip" in self.quick:
+            data["zip"] = copy.deepcopy(self.quick["zip"])
         data["name"] = f"{sweep.name}-quick"
         return load_sweep(data, base_dir=sweep.base_dir)
 
@@ -281,10 +289,11 @@ def _claim_value(claim: Claim, runs: pd.DataFrame, conditions: list[str]) -> flo
             return pd.Series([chosen[claim.metric].mean()])
         return chosen.groupby(conditions, dropna=False)[claim.metric].mean()
 
-    values = per_condition(claim.series)
+    values = normalized(per_condition(claim.series), claim.normalize)
     if claim.compare != "value":
         assert claim.baseline is not None, "checked when read"
-        values, base = values.align(per_condition(claim.baseline), join="inner")
+        base = normalized(per_condition(claim.baseline), claim.normalize)
+        values, base = values.align(base, join="inner")
         values = 1 - values / base if claim.compare == "reduction" else values / base
     values = values.dropna()
     if values.empty:
@@ -330,6 +339,17 @@ def _figure(data: dict[str, Any], where: str) -> FigureRequest:
     kind = data.get("kind")
     if kind not in KINDS:
         raise SpecError(f"{where}: kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    normalize = data.get("normalize")
+    if normalize is not None:
+        if normalize not in NORMALIZE:
+            raise SpecError(
+                f"{where}: normalize: expected one of {', '.join(NORMALIZE)}, got {normalize!r}"
+            )
+        if kind in ("fct-cdf", "buckets"):
+            raise SpecError(
+                f"{where}: normalize: a {kind} figure cannot be normalized; "
+                "use vs-load, pause, lines or bars"
+            )
     options = dict(data)
     if isinstance(options.get("series"), list):
         options["series"] = tuple(options["series"])
@@ -352,6 +372,11 @@ def _claim(data: dict[str, Any], where: str) -> Claim:
     over = data.get("over", "mean")
     if over not in OVERS:
         raise SpecError(f"{where}: over: expected one of {', '.join(OVERS)}, got {over!r}")
+    normalize = data.get("normalize")
+    if normalize is not None and normalize not in NORMALIZE:
+        raise SpecError(
+            f"{where}: normalize: expected one of {', '.join(NORMALIZE)}, got {normalize!r}"
+        )
     fields = data.get("series_fields", ["scheme"])
     fields = [fields] if isinstance(fields, str) else fields
     paper = data.get("paper")
@@ -369,6 +394,7 @@ def _claim(data: dict[str, Any], where: str) -> Claim:
         where=tuple((k, str(v)) for k, v in data.get("where", {}).items()),
         over=over,
         paper=float(paper) if paper is not None else None,
+        normalize=normalize,
     )
 
 
