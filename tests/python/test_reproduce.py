@@ -115,6 +115,31 @@ def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root:
     assert claim["ratio"] == pytest.approx(expected / 0.10)
 
 
+def test_parameters_some_series_lack_do_not_split_the_conditions(root: Path) -> None:
+    # `lb.flowlet_timeout` is 100us for LetFlow, 50us for HULA and NULL for ECMP, which has
+    # no such key: it follows the series, so LetFlow and ECMP are still compared per load.
+    folder = root / "demo" / "tiny"
+    (folder / "sweep.toml").write_text(
+        TINY_SWEEP.replace(
+            'lb.scheme = ["ecmp", "rps"]',
+            'lb = [{ scheme = "ecmp" }, { scheme = "letflow" },'
+            ' { scheme = "hula", flowlet_timeout = "50us" }]',
+        )
+    )
+    experiment_toml = folder / "experiment.toml"
+    experiment_toml.write_text(
+        experiment_toml.read_text().replace('series = "rps"', 'series = "letflow"')
+    )
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    result = reproduce.reproduce(experiment, quick=True, out=root.parent / "store", workers=2)
+    runs = pfcsim.open_store(result.store).runs
+    assert runs.loc[runs["scheme"] == "ecmp", "lb.flowlet_timeout"].isna().all()
+    assert runs["lb.flowlet_timeout"].nunique() == 2
+    p99 = runs.groupby("scheme")["fct_p99_us"].mean()
+    claim, _ = result.claims
+    assert claim["ours"] == pytest.approx(1 - p99["letflow"] / p99["ecmp"])
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
