@@ -304,8 +304,11 @@ def test_duckdb_tables_match_the_parquet_files(store: pfcsim.Store) -> None:
 def test_incast_completion_times_come_from_the_last_flow_of_each_incast(
     tiny_dict: dict[str, Any], tmp_path: Path
 ) -> None:
-    """Per run: the incasts (flows of an incast generator with one start and one receiver), and
-    the mean and largest of last finish minus start; runs without incasts have none."""
+    """Per run: the incasts and the mean and largest of last finish minus start.
+
+    An incast is the flows of an incast generator with one start and one receiver; runs
+    without incasts have none.
+    """
     spec = copy.deepcopy(tiny_dict)
     spec["traffic"].append(
         {
@@ -333,8 +336,10 @@ def test_incast_completion_times_come_from_the_last_flow_of_each_incast(
         flows = pq.read_table(store.path / "runs" / key / "flows.parquet").to_pandas()
         incast = flows[flows["source"] == "incast"]
         if incast.empty:
-            assert run["incasts"] == 0 and run["incasts_finished"] == 0
-            assert pd.isna(run["incast_ct_avg_us"]) and pd.isna(run["incast_ct_max_us"])
+            assert run["incasts"] == 0
+            assert run["incasts_finished"] == 0
+            assert pd.isna(run["incast_ct_avg_us"])
+            assert pd.isna(run["incast_ct_max_us"])
             continue
         seen += 1
         groups = incast.groupby(["dst", "start_ps"])
@@ -367,9 +372,11 @@ def test_an_incast_with_an_unfinished_flow_has_no_completion_time(
     flows = pq.read_table(report.store / "runs" / run["key"] / "flows.parquet").to_pandas()
     small = flows[flows["dst"] == 1]
     merged = flows[flows["dst"] == 0]["finish_ps"]
-    assert merged.isna().any() and merged.notna().any()
+    assert merged.isna().any()
+    assert merged.notna().any()
     assert small["finish_ps"].notna().all()
-    assert run["incasts"] == 2 and run["incasts_finished"] == 1
+    assert run["incasts"] == 2
+    assert run["incasts_finished"] == 1
     expected = (small["finish_ps"].max() - small["start_ps"].min()) / 1e6
     assert run["incast_ct_avg_us"] == pytest.approx(expected)
     assert run["incast_ct_max_us"] == pytest.approx(expected)
