@@ -65,6 +65,7 @@ FIGURE_KEYS = (
     "panels",
     "title",
     "ylabel",
+    "xlabel",
     "logy",
 )
 CLAIM_KEYS = (

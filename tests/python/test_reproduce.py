@@ -34,6 +34,7 @@ kind = "bars"
 x = "scheme"
 y = "retransmitted_bytes"
 series = "load"
+xlabel = "load balancer"
 
 [[claim]]
 text = "RPS cuts the p99 FCT by up to 10% against ECMP"
@@ -102,6 +103,21 @@ def test_quick_run_draws_the_figures_and_tabulates_the_claims(root: Path, tmp_pa
     assert float(rows[1]["ours"]) == pytest.approx(ooo)
     assert ooo > 0
     assert "RPS cuts the p99 FCT" in done.stdout
+
+
+def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
+    from pfcsim import plots
+
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    lines, bars = experiment.figures
+    assert (lines.xlabel, bars.xlabel) == (None, "load balancer")
+    result = reproduce.reproduce(experiment, quick=True, out=tmp_path / "store", workers=1)
+    store = pfcsim.open_store(result.store)
+    runs = plots._selected_runs(store, bars)
+    assert plots._generic(store, runs, bars).axes[0].get_xlabel() == "load balancer"
+    runs = plots._selected_runs(store, lines)
+    label = plots._generic(store, runs, lines).axes[0].get_xlabel()
+    assert label == "offered load (of host capacity)"
 
 
 def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root: Path) -> None:
