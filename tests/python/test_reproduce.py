@@ -105,6 +105,31 @@ def test_quick_run_draws_the_figures_and_tabulates_the_claims(root: Path, tmp_pa
     assert "RPS cuts the p99 FCT" in done.stdout
 
 
+def test_a_quick_zip_replaces_the_zip_groups_of_the_sweep(root: Path) -> None:
+    folder = root / "demo" / "tiny"
+    sweep = TINY_SWEEP.replace('"traffic[0].load" = [0.2, 0.4]\n', "")
+    sweep += '[zip]\n"traffic[0].load" = [0.2, 0.4]\n"traffic[0].duration" = ["1ms", "2ms"]\n'
+    (folder / "sweep.toml").write_text(sweep)
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    loads = {
+        (p.spec["traffic"][0]["load"], p.spec["traffic"][0]["duration"])
+        for p in experiment.sweep(quick=False).points
+    }
+    assert loads == {(0.2, "1ms"), (0.4, "2ms")}
+    # The quick variant's own zip replaces the sweep's, and its `set` still applies.
+    text = TINY_EXPERIMENT.replace(
+        '"traffic[0].load" = [0.3] }',
+        '"traffic[0].load" = [0.3] }\nzip = { "traffic[0].load" = [0.1], seed = [7] }',
+    )
+    (folder / "experiment.toml").write_text(text)
+    quick = reproduce.load_experiment(root, "demo/tiny").sweep(quick=True)
+    settings = {
+        (p.spec["traffic"][0]["load"], p.spec["traffic"][0]["duration"], p.spec["seed"])
+        for p in quick.points
+    }
+    assert settings == {(0.1, "0.5ms", 7)}
+
+
 def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
     from pfcsim import plots
 
