@@ -262,6 +262,9 @@ def _lines(ax: Axes, runs: pd.DataFrame, request: FigureRequest, column: str) ->
             .sort_index(key=lambda idx: idx.map(_sort_key))
         )
         ax.plot(points.index, points.to_numpy(), marker="o", label=str(series))
+    if not all(_sort_key(v)[0] == 0 for v in runs[request.x]):
+        # Text categories (names, file names) are long: slant them so they do not overlap.
+        ax.tick_params(axis="x", labelrotation=30)
     ax.set_xlabel(request.xlabel or _label(request.x, runs))
     ax.grid(True, alpha=0.3)
     ax.legend(title=_series_title(request), fontsize="small")

@@ -1,6 +1,7 @@
 """Experiments: `pfcsim reproduce` runs a sweep, draws its figures and tabulates its claims."""
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -141,8 +142,13 @@ def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
     runs = plots._selected_runs(store, bars)
     assert plots._generic(store, runs, bars).axes[0].get_xlabel() == "load balancer"
     runs = plots._selected_runs(store, lines)
-    label = plots._generic(store, runs, lines).axes[0].get_xlabel()
-    assert label == "offered load (of host capacity)"
+    axes = plots._generic(store, runs, lines).axes[0]
+    assert axes.get_xlabel() == "offered load (of host capacity)"
+    # Numbers on the x axis stay upright; text categories are slanted.
+    assert {t.get_rotation() for t in axes.get_xticklabels()} == {0.0}
+    by_scheme = dataclasses.replace(lines, x="scheme")
+    axes = plots._generic(store, runs, by_scheme).axes[0]
+    assert {t.get_rotation() for t in axes.get_xticklabels()} == {30.0}
 
 
 def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root: Path) -> None:
