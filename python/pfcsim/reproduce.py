@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 #: Keys of `experiment.toml`.
 EXPERIMENT_KEYS = ("title", "source", "sweep", "quick", "figure", "claim", "notes")
-QUICK_KEYS = ("note", "set", "grid")
+QUICK_KEYS = ("note", "set", "grid", "zip")
 FIGURE_KEYS = (
     "name",
     "kind",
@@ -65,6 +65,7 @@ FIGURE_KEYS = (
     "panels",
     "title",
     "ylabel",
+    "xlabel",
     "logy",
 )
 CLAIM_KEYS = (
@@ -126,6 +127,8 @@ class Experiment:
         grid = dict(data.get("grid", {}))
         grid.update(self.quick.get("grid", {}))
         data["grid"] = grid
+        if "zip" in self.quick:
+            data["zip"] = copy.deepcopy(self.quick["zip"])
         data["name"] = f"{sweep.name}-quick"
         return load_sweep(data, base_dir=sweep.base_dir)
 

@@ -1,6 +1,7 @@
 """Experiments: `pfcsim reproduce` runs a sweep, draws its figures and tabulates its claims."""
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ kind = "bars"
 x = "scheme"
 y = "retransmitted_bytes"
 series = "load"
+xlabel = "load balancer"
 
 [[claim]]
 text = "RPS cuts the p99 FCT by up to 10% against ECMP"
@@ -102,6 +104,51 @@ def test_quick_run_draws_the_figures_and_tabulates_the_claims(root: Path, tmp_pa
     assert float(rows[1]["ours"]) == pytest.approx(ooo)
     assert ooo > 0
     assert "RPS cuts the p99 FCT" in done.stdout
+
+
+def test_a_quick_zip_replaces_the_zip_groups_of_the_sweep(root: Path) -> None:
+    folder = root / "demo" / "tiny"
+    sweep = TINY_SWEEP.replace('"traffic[0].load" = [0.2, 0.4]\n', "")
+    sweep += '[zip]\n"traffic[0].load" = [0.2, 0.4]\n"traffic[0].duration" = ["1ms", "2ms"]\n'
+    (folder / "sweep.toml").write_text(sweep)
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    loads = {
+        (p.spec["traffic"][0]["load"], p.spec["traffic"][0]["duration"])
+        for p in experiment.sweep(quick=False).points
+    }
+    assert loads == {(0.2, "1ms"), (0.4, "2ms")}
+    # The quick variant's own zip replaces the sweep's, and its `set` still applies.
+    text = TINY_EXPERIMENT.replace(
+        '"traffic[0].load" = [0.3] }',
+        '"traffic[0].load" = [0.3] }\nzip = { "traffic[0].load" = [0.1], seed = [7] }',
+    )
+    (folder / "experiment.toml").write_text(text)
+    quick = reproduce.load_experiment(root, "demo/tiny").sweep(quick=True)
+    settings = {
+        (p.spec["traffic"][0]["load"], p.spec["traffic"][0]["duration"], p.spec["seed"])
+        for p in quick.points
+    }
+    assert settings == {(0.1, "0.5ms", 7)}
+
+
+def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
+    from pfcsim import plots
+
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    lines, bars = experiment.figures
+    assert (lines.xlabel, bars.xlabel) == (None, "load balancer")
+    result = reproduce.reproduce(experiment, quick=True, out=tmp_path / "store", workers=1)
+    store = pfcsim.open_store(result.store)
+    runs = plots._selected_runs(store, bars)
+    assert plots._generic(store, runs, bars).axes[0].get_xlabel() == "load balancer"
+    runs = plots._selected_runs(store, lines)
+    axes = plots._generic(store, runs, lines).axes[0]
+    assert axes.get_xlabel() == "offered load (of host capacity)"
+    # Numbers on the x axis stay upright; text categories are slanted.
+    assert {t.get_rotation() for t in axes.get_xticklabels()} == {0.0}
+    by_scheme = dataclasses.replace(lines, x="scheme")
+    axes = plots._generic(store, runs, by_scheme).axes[0]
+    assert {t.get_rotation() for t in axes.get_xticklabels()} == {30.0}
 
 
 def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root: Path) -> None:
