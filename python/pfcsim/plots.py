@@ -89,6 +89,8 @@ class FigureRequest:
     #: Figure title, y-axis label, log-scale y (`lines`, `bars`).
     title: str | None = None
     ylabel: str | None = None
+    #: x-axis label of `lines` and `bars` (default: the x field's label).
+    xlabel: str | None = None
     logy: bool = False
     #: File name stem (default: the kind).
     name: str | None = None
@@ -345,7 +347,10 @@ def _lines(ax: Axes, runs: pd.DataFrame, request: FigureRequest, column: str) ->
         )
         points = normalized(points, request.normalize)
         ax.plot(points.index, points.to_numpy(), marker="o", label=str(series))
-    ax.set_xlabel(_label(request.x, runs))
+    if not all(_sort_key(v)[0] == 0 for v in runs[request.x]):
+        # Text categories (names, file names) are long: slant them so they do not overlap.
+        ax.tick_params(axis="x", labelrotation=30)
+    ax.set_xlabel(request.xlabel or _label(request.x, runs))
     ax.grid(True, alpha=0.3)
     ax.legend(title=_series_title(request), fontsize="small")
 
@@ -411,7 +416,7 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
                 offsets = np.arange(len(categories)) + (i - (len(names) - 1) / 2) * width
                 ax.bar(offsets, heights, width=width, label=series)
             ax.set_xticks(np.arange(len(categories)), [str(c) for c in categories])
-            ax.set_xlabel(_label(request.x, runs))
+            ax.set_xlabel(request.xlabel or _label(request.x, runs))
             ax.grid(True, axis="y", alpha=0.3)
             ax.legend(title=_series_title(request), fontsize="small")
         ylabel = request.ylabel or _label(request.y)

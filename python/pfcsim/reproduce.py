@@ -23,7 +23,7 @@ An experiment is a folder `experiments/<group>/<name>/` holding `experiment.toml
     metric = "fct_p99_us"
     compare = "reduction"                    # 1 - value(series) / value(baseline)
     series = "rlb+drill"
-    baseline = "drill"
+    baseline = "drill"                       # or a list: one comparison per baseline
     over = "max"                             # "up to": the largest over the other fields
     paper = 0.72
 
@@ -66,6 +66,7 @@ FIGURE_KEYS = (
     "panels",
     "title",
     "ylabel",
+    "xlabel",
     "logy",
     "normalize",
 )
@@ -95,7 +96,9 @@ class Claim:
     metric: str
     compare: str
     series: str
-    baseline: str | None
+    #: The series compared against; several (a tuple): one comparison per baseline and
+    #: condition, all folded by `over` ("up to 20% over the other schemes").
+    baseline: str | tuple[str, ...] | None
     series_fields: tuple[str, ...]
     where: tuple[tuple[str, str], ...]
     over: str
@@ -292,9 +295,13 @@ def _claim_value(claim: Claim, runs: pd.DataFrame, conditions: list[str]) -> flo
     values = normalized(per_condition(claim.series), claim.normalize)
     if claim.compare != "value":
         assert claim.baseline is not None, "checked when read"
-        base = normalized(per_condition(claim.baseline), claim.normalize)
-        values, base = values.align(base, join="inner")
-        values = 1 - values / base if claim.compare == "reduction" else values / base
+        baselines = [claim.baseline] if isinstance(claim.baseline, str) else claim.baseline
+        compared = []
+        for baseline in baselines:
+            base = normalized(per_condition(baseline), claim.normalize)
+            ours, base = values.align(base, join="inner")
+            compared.append(1 - ours / base if claim.compare == "reduction" else ours / base)
+        values = pd.concat(compared, ignore_index=True)
     values = values.dropna()
     if values.empty:
         return None
@@ -367,7 +374,14 @@ def _claim(data: dict[str, Any], where: str) -> Claim:
     compare = data.get("compare", "value")
     if compare not in COMPARES:
         raise SpecError(f"{where}: compare: expected one of {', '.join(COMPARES)}, got {compare!r}")
-    if compare != "value" and not isinstance(data.get("baseline"), str):
+    baseline = data.get("baseline")
+    if isinstance(baseline, list) and baseline and all(isinstance(b, str) for b in baseline):
+        baseline = tuple(baseline)
+    elif baseline is not None and not isinstance(baseline, str):
+        raise SpecError(
+            f"{where}: baseline: expected a series name or a list of them, got {baseline!r}"
+        )
+    if compare != "value" and baseline is None:
         raise SpecError(f"{where}: baseline: compare = {compare!r} needs the baseline series")
     over = data.get("over", "mean")
     if over not in OVERS:
@@ -389,7 +403,7 @@ def _claim(data: dict[str, Any], where: str) -> Claim:
         metric=data["metric"],
         compare=compare,
         series=data["series"],
-        baseline=data.get("baseline"),
+        baseline=baseline,
         series_fields=tuple(fields),
         where=tuple((k, str(v)) for k, v in data.get("where", {}).items()),
         over=over,

@@ -55,6 +55,23 @@ FLOW_TOTALS = {
     "timeouts": "sum(timeouts)",
 }
 
+#: Incast completion times added to the `runs` table. An incast is the set of flows of an
+#: `incast` generator that start at the same instant towards the same receiver (one
+#: repetition); it completes when its last flow finishes, and its completion time is that
+#: finish minus the common start. An incast with an unfinished flow has no completion time.
+#: Two incast generators firing at the same instant at the same receiver count as one incast.
+#: Runs without incast flows get `incasts = 0` and NULL times.
+INCAST_PER_INCAST = (
+    "SELECT run_key, CASE WHEN count(finish_ps) = count(*) THEN max(finish_ps) - start_ps END"
+    " AS ct_ps FROM flows WHERE source = 'incast' GROUP BY run_key, dst, start_ps"
+)
+INCAST_TOTALS = {
+    "incasts": "count(*)",
+    "incasts_finished": "count(ct_ps)",
+    "incast_ct_avg_us": "avg(ct_ps) / 1e6",
+    "incast_ct_max_us": "max(ct_ps) / 1e6",
+}
+
 #: Columns of the `runs` table that name the most-used spec fields.
 SHORTHANDS = ("scheme", "workload", "load", "seed")
 
@@ -219,7 +236,7 @@ class Store:
 
 
 #: The layout of the index: a store indexed by another pfcsim version is indexed again.
-_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 2"
+_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 3"
 
 
 def _index_format(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -265,15 +282,23 @@ def _rebuild_runs_table(con: duckdb.DuckDBPyConnection, store: Path, keys: list[
     con.register("run_rows", table)
     port_totals = ", ".join(f"{sql} AS {name}" for name, sql in PORT_TOTALS.items())
     flow_totals = ", ".join(f"{sql} AS {name}" for name, sql in FLOW_TOTALS.items())
+    incast_totals = ", ".join(f"{sql} AS {name}" for name, sql in INCAST_TOTALS.items())
+    incast_columns = ", ".join(
+        f"coalesce(i.{name}, 0) AS {name}" if name.startswith("incasts") else f"i.{name}"
+        for name in INCAST_TOTALS
+    )
     if keys:
         con.execute(
             f"""CREATE OR REPLACE TABLE runs AS
-            SELECT r.*, p.* EXCLUDE (run_key), f.* EXCLUDE (run_key)
+            SELECT r.*, p.* EXCLUDE (run_key), f.* EXCLUDE (run_key), {incast_columns}
             FROM run_rows r
             LEFT JOIN (SELECT run_key, {port_totals} FROM ports GROUP BY run_key) p
                 ON p.run_key = r.key
             LEFT JOIN (SELECT run_key, {flow_totals} FROM flows GROUP BY run_key) f
-                ON f.run_key = r.key"""
+                ON f.run_key = r.key
+            LEFT JOIN (SELECT run_key, {incast_totals} FROM ({INCAST_PER_INCAST})
+                GROUP BY run_key) i
+                ON i.run_key = r.key"""
         )
     else:
         con.execute("CREATE OR REPLACE TABLE runs AS SELECT * FROM run_rows")

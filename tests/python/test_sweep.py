@@ -1,5 +1,6 @@
 """Sweeps, the results store and its DuckDB index, comparison tables and plots."""
 
+import copy
 import json
 import os
 import signal
@@ -298,6 +299,87 @@ def test_duckdb_tables_match_the_parquet_files(store: pfcsim.Store) -> None:
         spec = tomllib.loads((folder / "spec.toml").read_text())
         assert run["lb.scheme"] == run["scheme"] == spec["lb"]["scheme"]
         assert run["traffic[0].load"] == run["load"] == spec["traffic"][0]["load"]
+
+
+def test_incast_completion_times_come_from_the_last_flow_of_each_incast(
+    tiny_dict: dict[str, Any], tmp_path: Path
+) -> None:
+    """Per run: the incasts and the mean and largest of last finish minus start.
+
+    An incast is the flows of an incast generator with one start and one receiver; runs
+    without incasts have none.
+    """
+    spec = copy.deepcopy(tiny_dict)
+    spec["traffic"].append(
+        {
+            "kind": "incast",
+            "receiver": 0,
+            "senders": 3,
+            "total_size": "300KB",
+            "start": "100us",
+            "period": "150us",
+            "repeat": 3,
+        }
+    )
+    sweep = {"base": spec, "grid": {"lb.scheme": ["ecmp"], "traffic[1].repeat": [1, 3]}}
+    report = pfcsim.sweep(sweep, out=tmp_path / "store", workers=1)
+    assert report.complete
+    store = pfcsim.open_store(report.store)
+    plain = pfcsim.sweep(
+        {"base": tiny_dict, "grid": {"lb.scheme": ["ecmp"]}}, out=tmp_path / "store", workers=1
+    )
+    assert plain.complete
+    runs = store.runs.set_index("key")
+    assert len(runs) == 3
+    seen = 0
+    for key, run in runs.iterrows():
+        flows = pq.read_table(store.path / "runs" / key / "flows.parquet").to_pandas()
+        incast = flows[flows["source"] == "incast"]
+        if incast.empty:
+            assert run["incasts"] == 0
+            assert run["incasts_finished"] == 0
+            assert pd.isna(run["incast_ct_avg_us"])
+            assert pd.isna(run["incast_ct_max_us"])
+            continue
+        seen += 1
+        groups = incast.groupby(["dst", "start_ps"])
+        times = (groups["finish_ps"].max() - groups["start_ps"].first()) / 1e6
+        assert run["incasts"] == run["incasts_finished"] == len(times)
+        assert len(times) == run["traffic[1].repeat"]
+        assert run["incast_ct_avg_us"] == pytest.approx(times.mean())
+        assert run["incast_ct_max_us"] == pytest.approx(times.max())
+        # The last flow decides, not the average flow of the incast.
+        assert run["incast_ct_avg_us"] > groups["fct_us"].mean().mean()
+    assert seen == 2
+
+
+def test_an_incast_with_an_unfinished_flow_has_no_completion_time(
+    tiny_dict: dict[str, Any], tmp_path: Path
+) -> None:
+    spec = copy.deepcopy(tiny_dict)
+    # Two generators at receiver 0 fire together: one incast, part of it unfinished at the
+    # stop. The incast at receiver 1, at the same instant, is another one and finishes.
+    incast = {"kind": "incast", "senders": 3, "start": "0us"}
+    spec["traffic"] = [
+        incast | {"receiver": 0, "total_size": "3MB"},
+        incast | {"receiver": 0, "total_size": "30KB"},
+        incast | {"receiver": 1, "total_size": "30KB"},
+    ]
+    spec["run"] = {"stop_at": "100us"}
+    report = pfcsim.sweep({"base": spec}, out=tmp_path / "store", workers=1)
+    assert report.complete
+    (run,) = [r for _, r in pfcsim.open_store(report.store).runs.iterrows()]
+    flows = pq.read_table(report.store / "runs" / run["key"] / "flows.parquet").to_pandas()
+    small = flows[flows["dst"] == 1]
+    merged = flows[flows["dst"] == 0]["finish_ps"]
+    assert merged.isna().any()
+    assert merged.notna().any()
+    assert small["finish_ps"].notna().all()
+    assert run["incasts"] == 2
+    assert run["incasts_finished"] == 1
+    expected = (small["finish_ps"].max() - small["start_ps"].min()) / 1e6
+    assert run["incast_ct_avg_us"] == pytest.approx(expected)
+    assert run["incast_ct_max_us"] == pytest.approx(expected)
 
 
 def test_the_index_follows_deleted_run_folders(store: pfcsim.Store) -> None:
