@@ -11,6 +11,11 @@ values of runs that differ only by seed are pooled (CDF) or averaged (everything
 * `bars`: any `runs` column per value of the x field (categories), bars grouped by series,
   one panel per value of `panels`.
 
+`normalize = "min"` (or `"max"`) divides each series' values in a panel by that series'
+smallest (largest) value there: "normalized to the best parameter" for a lower-is-better
+metric such as the FCT. Values of x that are pfcsim quantities with units (`"10Gbps"`, `"2us"`,
+`"64KB"`) are ordered by magnitude, not as text.
+
 The series may combine several fields (`("lb.scheme", "lb.inner")` names a series
 `rlb+drill`; fields a run does not have are left out of its name).
 """
@@ -43,8 +48,12 @@ KINDS = {
 #: Most panels drawn side by side; beyond that, narrow the runs with `where`.
 MAX_PANELS = 6
 
+#: How `normalize` scales each series (within a panel): divide by its min or its max.
+NORMALIZE = ("min", "max")
+
 #: Axis labels of the fields and metrics the figures use.
 LABELS = {
+    "topology.fabric_link.rate": "leaf-spine link rate",
     "load": "offered load",
     "fct": "FCT (µs)",
     "slowdown": "slowdown (FCT / ideal FCT)",
@@ -85,6 +94,9 @@ class FigureRequest:
     logy: bool = False
     #: File name stem (default: the kind).
     name: str | None = None
+    #: `vs-load`, `pause`, `lines`, `bars`: divide each series' values in a panel by their
+    #: `"min"` or `"max"` there (None: raw values).
+    normalize: str | None = None
 
 
 def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
@@ -101,6 +113,16 @@ def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
         raise ValueError(f"unknown metric {request.metric!r}; expected fct or slowdown")
     if request.kind in ("lines", "bars") and request.y is None:
         raise ValueError(f"a {request.kind} figure needs the runs column to draw (y)")
+    if request.normalize is not None:
+        if request.normalize not in NORMALIZE:
+            raise ValueError(
+                f"unknown normalize {request.normalize!r}; expected one of {', '.join(NORMALIZE)}"
+            )
+        if request.kind in ("fct-cdf", "buckets"):
+            raise ValueError(
+                f"a {request.kind} figure cannot be normalized; use it with vs-load, pause, "
+                "lines or bars"
+            )
     runs = _selected_runs(store, request)
     drawer = {
         "fct-cdf": _fct_cdf,
@@ -151,14 +173,31 @@ def _series_fields(request: FigureRequest) -> list[str]:
 
 
 def series_names(runs: pd.DataFrame, fields: list[str]) -> list[str]:
-    """Each run's series name: its values of `fields` joined by `+`, missing ones left out."""
+    """Each run's series name: its values of `fields` joined by `+`, missing ones left out.
+
+    A boolean value is written `<last part of the field>=<true|false>` (`recirculation=false`
+    for `lb.recirculation`), since a bare `True` would not say what is true.
+    """
     import pandas as pd
 
     names = []
     for _, run in runs[fields].iterrows():
-        parts = [str(v) for v in run.tolist() if not pd.isna(v)]
+        parts = [
+            _series_part(field, value)
+            for field, value in zip(fields, run.tolist(), strict=True)
+            if not pd.isna(value)
+        ]
         names.append("+".join(parts) or "-")
     return names
+
+
+def _series_part(field: str, value: Any) -> str:
+    """One field's part of a series name."""
+    import numpy as np
+
+    if isinstance(value, bool | np.bool_):
+        return f"{field.rsplit('.', 1)[-1]}={str(bool(value)).lower()}"
+    return str(value)
 
 
 def _series_values(runs: pd.DataFrame, field: str) -> list[Any]:
@@ -178,10 +217,54 @@ def _panel_values(runs: pd.DataFrame, field: str) -> list[Any]:
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
-    """Numbers first in numeric order, then everything else as text."""
+    """Numbers first in numeric order, then quantities with units, then anything else as text.
+
+    Quantities (`"10Gbps"`, `"2us"`) are ordered by kind, then by magnitude within a kind.
+    """
     if isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value)):
         return (0, value)
-    return (1, str(value))
+    quantity = quantity_value(value)
+    if quantity is not None:
+        return (1, quantity)
+    return (2, str(value))
+
+
+#: Units of pfcsim's times, rates and sizes (docs/spec.md), with their factor to the base unit
+#: (ps, bit/s, bytes). A value is ordered by magnitude within its kind.
+_UNITS = {
+    "time": {"ps": 1, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12},
+    "rate": {"bps": 1, "Kbps": 1e3, "kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12},
+    "size": {
+        "B": 1,
+        "KB": 1e3,
+        "kB": 1e3,
+        "MB": 1e6,
+        "GB": 1e9,
+        "KiB": 1024,
+        "MiB": 1024**2,
+        "GiB": 1024**3,
+    },
+}
+
+
+def quantity_value(value: Any) -> tuple[str, float] | None:
+    """`(kind, magnitude in the base unit)` of a pfcsim quantity string; None otherwise.
+
+    Quantities are times, rates and sizes with a unit, as specs write them: `"40Gbps"`, `"2us"`,
+    `"64KB"`.
+    """
+    import re
+
+    if not isinstance(value, str):
+        return None
+    match = re.fullmatch(r"\s*([0-9][0-9_]*(?:\.[0-9_]*)?)\s*([A-Za-zµ]+)\s*", value)
+    if match is None:
+        return None
+    number, unit = match.groups()
+    for kind, units in _UNITS.items():
+        if unit in units:
+            return (kind, float(number.replace("_", "")) * units[unit])
+    return None
 
 
 def _panels(count: int, *, sharey: bool = False) -> tuple[Figure, list[Axes]]:
@@ -232,7 +315,8 @@ def _vs_load(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
     figure, axes = _panels(2)
     for ax, column, stat in zip(axes, columns, ("average", "99th percentile"), strict=True):
         _lines(ax, runs, request, column)
-        ax.set_ylabel(f"{stat} {_label(request.metric)}")
+        scaled = f" / its {request.normalize} (per series)" if request.normalize else ""
+        ax.set_ylabel(f"{stat} {_label(request.metric)}{scaled}")
         ax.set_title(f"{stat} {request.metric.upper() if request.metric == 'fct' else 'slowdown'}")
     return figure
 
@@ -246,7 +330,7 @@ def _pause(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figure:
         (axes[1], "pfc_paused_time_ms", LABELS["pfc_paused_time_us"]),
     ):
         _lines(ax, runs, request, column)
-        ax.set_ylabel(label)
+        ax.set_ylabel(label + (f" / its {request.normalize}" if request.normalize else ""))
     axes[0].set_title("PFC pause frames")
     axes[1].set_title("time paused by PFC")
     return figure
@@ -261,6 +345,7 @@ def _lines(ax: Axes, runs: pd.DataFrame, request: FigureRequest, column: str) ->
             .mean()
             .sort_index(key=lambda idx: idx.map(_sort_key))
         )
+        points = normalized(points, request.normalize)
         ax.plot(points.index, points.to_numpy(), marker="o", label=str(series))
     if not all(_sort_key(v)[0] == 0 for v in runs[request.x]):
         # Text categories (names, file names) are long: slant them so they do not overlap.
@@ -326,6 +411,7 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
             width = 0.8 / max(len(names), 1)
             for i, series in enumerate(names):
                 means = chosen[chosen[SERIES] == series].groupby(request.x)[request.y].mean()
+                means = normalized(means, request.normalize)
                 heights = [means.get(c, np.nan) for c in categories]
                 offsets = np.arange(len(categories)) + (i - (len(names) - 1) / 2) * width
                 ax.bar(offsets, heights, width=width, label=series)
@@ -333,7 +419,10 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
             ax.set_xlabel(request.xlabel or _label(request.x, runs))
             ax.grid(True, axis="y", alpha=0.3)
             ax.legend(title=_series_title(request), fontsize="small")
-        ax.set_ylabel(request.ylabel or _label(request.y))
+        ylabel = request.ylabel or _label(request.y)
+        if request.normalize is not None and request.ylabel is None:
+            ylabel = f"{ylabel} / its {request.normalize} (per series)"
+        ax.set_ylabel(ylabel)
         if request.logy:
             ax.set_yscale("log")
         if value is not None:
@@ -341,11 +430,25 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
     return figure
 
 
+def normalized(values: pd.Series, how: str | None) -> pd.Series:
+    """`values` divided by their `how` (`"min"` or `"max"`, NaN ignored); unchanged for None."""
+    if how is None:
+        return values
+    scale = getattr(values, how)()
+    return values / scale
+
+
 def _categories(runs: pd.DataFrame, field: str) -> list[Any]:
-    """The values of `field` as categories: numbers in order, anything else as they come."""
+    """The values of `field` as categories, sorted if they compare, else as they come.
+
+    They compare if all are numbers, or all quantities of one kind (all rates, say).
+    """
     values = _series_values(runs, field)
-    if all(_sort_key(v)[0] == 0 for v in values):
-        return sorted(values)
+    keys = [_sort_key(v) for v in values]
+    if all(k[0] == 0 for k in keys) or (
+        all(k[0] == 1 for k in keys) and len({k[1][0] for k in keys}) == 1
+    ):
+        return sorted(values, key=_sort_key)
     return values
 
 

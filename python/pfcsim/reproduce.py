@@ -11,6 +11,7 @@ An experiment is a folder `experiments/<group>/<name>/` holding `experiment.toml
     note = "1 ms of arrivals instead of 10 ms"
     set = { "traffic[0].duration" = "1ms" }  # keys set in every point
     grid = { "traffic[0].load" = [0.6] }     # axes replaced (or added)
+    zip = { ... }                            # the zip group(s), replaced as a whole
 
     [[figure]]                               # pfcsim.plots kinds and options
     name = "fct-cdf"
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pfcsim._core import SpecError
-from pfcsim.plots import KINDS, FigureRequest, series_names
+from pfcsim.plots import KINDS, NORMALIZE, FigureRequest, normalized, series_names
 from pfcsim.sweep import load_sweep, set_key
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ FIGURE_KEYS = (
     "ylabel",
     "xlabel",
     "logy",
+    "normalize",
 )
 CLAIM_KEYS = (
     "text",
@@ -77,6 +79,7 @@ CLAIM_KEYS = (
     "series_fields",
     "where",
     "over",
+    "normalize",
     "paper",
 )
 #: How a claim turns runs into one number.
@@ -100,6 +103,9 @@ class Claim:
     where: tuple[tuple[str, str], ...]
     over: str
     paper: float | None
+    #: Divide each series' per-condition values by their "min" or "max" over the conditions
+    #: before comparing and folding (None: raw values).
+    normalize: str | None = None
 
 
 @dataclass(frozen=True)
@@ -286,13 +292,14 @@ def _claim_value(claim: Claim, runs: pd.DataFrame, conditions: list[str]) -> flo
             return pd.Series([chosen[claim.metric].mean()])
         return chosen.groupby(conditions, dropna=False)[claim.metric].mean()
 
-    values = per_condition(claim.series)
+    values = normalized(per_condition(claim.series), claim.normalize)
     if claim.compare != "value":
         assert claim.baseline is not None, "checked when read"
         baselines = [claim.baseline] if isinstance(claim.baseline, str) else claim.baseline
         compared = []
         for baseline in baselines:
-            ours, base = values.align(per_condition(baseline), join="inner")
+            base = normalized(per_condition(baseline), claim.normalize)
+            ours, base = values.align(base, join="inner")
             compared.append(1 - ours / base if claim.compare == "reduction" else ours / base)
         values = pd.concat(compared, ignore_index=True)
     values = values.dropna()
@@ -339,6 +346,17 @@ def _figure(data: dict[str, Any], where: str) -> FigureRequest:
     kind = data.get("kind")
     if kind not in KINDS:
         raise SpecError(f"{where}: kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    normalize = data.get("normalize")
+    if normalize is not None:
+        if normalize not in NORMALIZE:
+            raise SpecError(
+                f"{where}: normalize: expected one of {', '.join(NORMALIZE)}, got {normalize!r}"
+            )
+        if kind in ("fct-cdf", "buckets"):
+            raise SpecError(
+                f"{where}: normalize: a {kind} figure cannot be normalized; "
+                "use vs-load, pause, lines or bars"
+            )
     options = dict(data)
     if isinstance(options.get("series"), list):
         options["series"] = tuple(options["series"])
@@ -368,6 +386,11 @@ def _claim(data: dict[str, Any], where: str) -> Claim:
     over = data.get("over", "mean")
     if over not in OVERS:
         raise SpecError(f"{where}: over: expected one of {', '.join(OVERS)}, got {over!r}")
+    normalize = data.get("normalize")
+    if normalize is not None and normalize not in NORMALIZE:
+        raise SpecError(
+            f"{where}: normalize: expected one of {', '.join(NORMALIZE)}, got {normalize!r}"
+        )
     fields = data.get("series_fields", ["scheme"])
     fields = [fields] if isinstance(fields, str) else fields
     paper = data.get("paper")
@@ -385,6 +408,7 @@ def _claim(data: dict[str, Any], where: str) -> Claim:
         where=tuple((k, str(v)) for k, v in data.get("where", {}).items()),
         over=over,
         paper=float(paper) if paper is not None else None,
+        normalize=normalize,
     )
 
 

@@ -4,11 +4,13 @@ import csv
 import dataclasses
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import pfcsim
 from conftest import TINY_TOML
-from pfcsim import reproduce
+from pfcsim import plots, reproduce
+from pfcsim.plots import FigureRequest
 from test_cli import cli
 
 #: The repository's experiments.
@@ -219,6 +221,9 @@ def test_a_claim_over_several_baselines_folds_every_baseline_and_load(root: Path
         ('compare = "reduction"', "claim[0]: compare: expected one of value, reduction, ratio"),
         ('over = "max"', "claim[0]: over: expected one of max, min, mean, got 'top'"),
         ('baseline = "ecmp"', "claim[0]: baseline: compare = 'reduction' needs the baseline"),
+        ('y = "fct_p99_us"', "figure[0]: normalize: expected one of min, max, got 'best'"),
+        ('name = "fct-cdf"', "figure[0]: normalize: a fct-cdf figure cannot be normalized"),
+        ('over = "mean"', "claim[1]: normalize: expected one of min, max, got 'top'"),
         (
             'series = "rps"\nbaseline = "ecmp"',
             "claim[0]: baseline: expected a series name or a list of them, got []",
@@ -233,13 +238,96 @@ def test_bad_experiment_files_name_the_key(root: Path, edit: str, message: str) 
         'compare = "reduction"': 'compare = "better"',
         'over = "max"': 'over = "top"',
         'baseline = "ecmp"': "",
+        'y = "fct_p99_us"': 'y = "fct_p99_us"\nnormalize = "best"',
+        'name = "fct-cdf"': 'name = "fct-cdf"\nnormalize = "min"',
+        'over = "mean"': 'over = "mean"\nnormalize = "top"',
         'series = "rps"\nbaseline = "ecmp"': 'series = "rps"\nbaseline = []',
     }[edit]
     text = TINY_EXPERIMENT.replace('title = "Tiny: ECMP vs RPS"', 'title = "T"')
+    if edit == 'name = "fct-cdf"':
+        text = text.replace('name = "p99"\nkind = "lines"', 'name = "fct-cdf"\nkind = "fct-cdf"')
     path.write_text(text.replace(edit, replacement, 1))
     with pytest.raises(pfcsim.SpecError) as e:
         reproduce.load_experiment(root, "demo/tiny")
     assert message in str(e.value)
+
+
+def test_normalize_divides_each_series_by_its_best_condition(root: Path) -> None:
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    result = reproduce.reproduce(experiment, quick=False, out=root.parent / "store", workers=2)
+    store = pfcsim.open_store(result.store)
+    p99 = store.runs.groupby(["scheme", "load"])["fct_p99_us"].mean()
+    rps, ecmp = p99["rps"], p99["ecmp"]
+    assert rps.max() / rps.min() > 1.01, "the test needs p99s that differ between the loads"
+
+    def claim(**fields: object) -> float:
+        data = {"text": "t", "metric": "fct_p99_us", "series": "rps", "over": "max", **fields}
+        return reproduce.evaluate(reproduce._claim(data, "test"), store)["ours"]
+
+    # A claim: each series' value per load over its best (smallest) load, then folded.
+    assert claim(normalize="min") == pytest.approx(rps.max() / rps.min())
+    assert claim(normalize="max", over="min") == pytest.approx(rps.min() / rps.max())
+    assert claim() == pytest.approx(rps.max())
+    # Against a baseline, each side is normalized to its own best load before comparing.
+    reduction = 1 - (rps / rps.min()) / (ecmp / ecmp.min())
+    assert claim(normalize="min", compare="reduction", baseline="ecmp") == pytest.approx(
+        reduction.max()
+    )
+    # A figure: each series' line over its smallest value in the panel.
+    for kind in ("lines", "bars"):
+        request = FigureRequest(kind=kind, y="fct_p99_us", normalize="min")
+        figure = plots._generic(store, plots._selected_runs(store, request), request)
+        if kind == "lines":
+            drawn = {line.get_label(): list(line.get_ydata()) for line in figure.axes[0].lines}
+        else:
+            drawn = {
+                bars.get_label(): [bar.get_height() for bar in bars]
+                for bars in figure.axes[0].containers
+            }
+        assert drawn["rps"] == pytest.approx(list(rps / rps.min()))
+        assert drawn["ecmp"] == pytest.approx(list(ecmp / ecmp.min()))
+    request = FigureRequest(kind="vs-load", normalize="min")
+    figure = plots._vs_load(store, plots._selected_runs(store, request), request)
+    p99_line = {line.get_label(): list(line.get_ydata()) for line in figure.axes[1].lines}
+    assert p99_line["rps"] == pytest.approx(list(rps / rps.min()))
+
+
+def test_quantities_with_units_are_ordered_by_magnitude() -> None:
+    rates = ["100Gbps", "10Gbps", "40Gbps", "25Gbps"]
+    assert sorted(rates, key=plots._sort_key) == ["10Gbps", "25Gbps", "40Gbps", "100Gbps"]
+    times = ["16us", "500ns", "2us", "1.5us"]
+    assert sorted(times, key=plots._sort_key) == ["500ns", "1.5us", "2us", "16us"]
+    assert sorted(["240KB", "5KB", "1MB", "64KiB"], key=plots._sort_key) == [
+        "5KB",
+        "64KiB",
+        "240KB",
+        "1MB",
+    ]
+    assert plots.quantity_value("40Gbps") == ("rate", 40e9)
+    assert plots.quantity_value("drill") is None
+    # Numbers first, then quantities, then text.
+    assert sorted(["b", "2us", 3, "a"], key=plots._sort_key) == [3, "2us", "a", "b"]
+    # Bar categories of one kind of quantity come in order; mixed kinds keep their order.
+    runs = pd.DataFrame({"rate": ["100Gbps", "10Gbps", "25Gbps"]})
+    assert plots._categories(runs, "rate") == ["10Gbps", "25Gbps", "100Gbps"]
+    mixed = pd.DataFrame({"v": ["2us", "10Gbps"]})
+    assert plots._categories(mixed, "v") == ["2us", "10Gbps"]
+
+
+def test_a_boolean_field_names_itself_in_a_series_name() -> None:
+    runs = pd.DataFrame(
+        {
+            "scheme": ["rlb", "rlb", "presto"],
+            "lb.inner.scheme": ["presto", "presto", None],
+            "lb.recirculation": pd.array([True, False, None], dtype="boolean"),
+        }
+    )
+    fields = ["scheme", "lb.inner.scheme", "lb.recirculation"]
+    assert plots.series_names(runs, fields) == [
+        "rlb+presto+recirculation=true",
+        "rlb+presto+recirculation=false",
+        "presto",
+    ]
 
 
 def test_an_unknown_experiment_lists_the_known_ones(root: Path) -> None:
