@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import csv
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,9 +163,14 @@ def default_root() -> Path:
 
 
 def list_experiments(root: Path) -> list[Experiment]:
-    """Every experiment under `root`, by name."""
-    found = sorted(root.glob("*/*/experiment.toml"))
-    return [load_experiment(root, f.parent.relative_to(root).as_posix()) for f in found]
+    """Every experiment under `root`, by name, numbers in names in numeric order (fig3, fig12)."""
+    names = [f.parent.relative_to(root).as_posix() for f in root.glob("*/*/experiment.toml")]
+    return [load_experiment(root, name) for name in sorted(names, key=_natural_key)]
+
+
+def _natural_key(name: str) -> list[tuple[int, str | int]]:
+    """Sort key reading each run of digits in `name` as a number."""
+    return [(1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"(\d+)", name)]
 
 
 def load_experiment(root: Path, name: str) -> Experiment:

@@ -2,6 +2,7 @@
 
 import csv
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -79,6 +80,13 @@ def test_list_names_every_experiment(root: Path, tmp_path: Path) -> None:
     done = cli("reproduce", "--list", "--experiments", str(root), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0].split() == ["demo/tiny", "Tiny:", "ECMP", "vs", "RPS"]
+
+
+def test_list_orders_numbers_in_names_numerically(root: Path) -> None:
+    for name in ("fig12", "fig3"):
+        shutil.copytree(root / "demo" / "tiny", root / "demo" / name)
+    names = [e.name for e in reproduce.list_experiments(root)]
+    assert names == ["demo/fig3", "demo/fig12", "demo/tiny"]
 
 
 def test_quick_run_draws_the_figures_and_tabulates_the_claims(root: Path, tmp_path: Path) -> None:
