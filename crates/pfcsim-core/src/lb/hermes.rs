@@ -494,6 +494,13 @@ pub struct Hermes {
     probe_base: Vec<u32>,
     probes: Vec<Outstanding>,
     probe_seq: u32,
+    /// Per ToR: flows of its hosts that Hermes steers, running now.
+    rack_flows: Vec<u32>,
+    /// Per ToR: the agent's next probing round is scheduled.
+    probing: Vec<bool>,
+    /// Per ToR: the agent's first possible round (a random phase in the first interval);
+    /// rounds fall on `phase + k * probe_interval`.
+    phase: Vec<Time>,
 }
 
 impl Hermes {
@@ -558,6 +565,9 @@ impl Hermes {
             probe_base,
             probes: vec![Outstanding::default(); probes_total as usize],
             probe_seq: 0,
+            rack_flows: vec![0; tors as usize],
+            probing: vec![false; tors as usize],
+            phase: vec![Time::ZERO; tors as usize],
         }
     }
 
@@ -686,6 +696,24 @@ impl Hermes {
         }
         let to = self.choose(ctx, h, b, n, None, true).expect("n >= 2");
         self.assign(h, b, flow, to, 0, ctx.now);
+        let a = self.host_tor[h as usize];
+        self.rack_flows[a as usize] += 1;
+        if self.cfg.probe && !self.probing[a as usize] {
+            // The rack's agent resumes on its round grid.
+            self.probing[a as usize] = true;
+            let (phase, interval) = (self.phase[a as usize].ps(), self.cfg.probe_interval.ps());
+            let now = ctx.now.ps();
+            let at = if now <= phase {
+                phase
+            } else {
+                phase + (now - phase).div_ceil(interval) * interval
+            };
+            ctx.actions.push(HostAction::SetTimer {
+                host: self.rack_node[a as usize],
+                at: Time(at),
+                token: 0,
+            });
+        }
         let f = &mut self.flows[flow.id as usize];
         f.win_start = ctx.now;
         f.rate = -1.0;
@@ -849,6 +877,7 @@ impl Hermes {
         let (h, b) = (self.host(flow.src), ctx.fabric.tor(flow.dst));
         let e = self.entry(h, b, cur);
         self.stats[e].flows -= 1;
+        self.rack_flows[self.host_tor[h as usize] as usize] -= 1;
     }
 
     /// Whether host `h` is its rack's probing agent.
@@ -859,20 +888,22 @@ impl Hermes {
     pub fn on_start(&mut self, ctx: &mut HostCtx) {
         let h = self.host(ctx.host);
         if self.cfg.probe && self.tors > 1 && self.is_agent(h) {
-            // Agents start at random phases, so that racks do not probe in lockstep.
+            // Agents run at random phases, so that racks do not probe in lockstep. They
+            // start with the first flow of their rack.
             let phase = ctx.rng.gen_range(0..self.cfg.probe_interval.ps());
-            ctx.actions.push(HostAction::SetTimer {
-                at: ctx.now + Time(phase),
-                token: 0,
-            });
+            self.phase[self.host_tor[h as usize] as usize] = ctx.now + Time(phase);
         }
     }
 
-    /// A probing round of the agent of this host's rack.
+    /// A probing round of the agent of this host's rack. With no flow of the rack running,
+    /// it only waits for the probes still out (answered, or lost after `probe_timeout`), then
+    /// stops until the rack's next flow starts.
     pub fn on_timer(&mut self, ctx: &mut HostCtx, _token: u64) {
         let h = self.host(ctx.host);
         let a = self.host_tor[h as usize];
         let now = ctx.now;
+        let idle = self.rack_flows[a as usize] == 0;
+        let mut waiting = false;
         for b in 0..self.tors {
             if b == a {
                 continue;
@@ -891,6 +922,10 @@ impl Hermes {
                         self.check_failed(e, now);
                     }
                 }
+                waiting |= self.probes[o].seq != 0;
+            }
+            if idle {
+                continue;
             }
             // Two random paths and the best one.
             let first = ctx.rng.gen_range(0..n);
@@ -904,7 +939,12 @@ impl Hermes {
                 self.send_probe(ctx, a, b, i);
             }
         }
+        if idle && !waiting {
+            self.probing[a as usize] = false;
+            return;
+        }
         ctx.actions.push(HostAction::SetTimer {
+            host: ctx.host,
             at: now + self.cfg.probe_interval,
             token: 0,
         });
@@ -1338,7 +1378,11 @@ mod tests {
             nack(&mut h, &mut host, t + 100 * US + k as u64, una, tag_j);
         }
         let now = Time::from_ns(t + 200 * US);
-        assert_eq!(h.class(0, 1, j, now), PathClass::Good, "reordering, not loss");
+        assert_eq!(
+            h.class(0, 1, j, now),
+            PathClass::Good,
+            "reordering, not loss"
+        );
         assert_eq!(h.class(0, 1, i, now), PathClass::Bad, "the timeout");
         // After the reorder window holes are losses of the path that last carried the byte,
         // the same hole once: three in 50 packets fail the new path.
@@ -1397,17 +1441,27 @@ mod tests {
     fn the_rack_agent_probes_and_shares_what_it_learns() {
         let mut host = TestHost::new(4);
         let cfg = HermesConfig::default();
-        let mut h = hermes(&host, &cfg, 0);
-        // Host 1 is not an agent: no timer.
+        let mut h = hermes(&host, &cfg, 1);
+        // Agents start with their rack's first flow, on the round grid of their phase.
+        for node in [1, 0] {
+            host.host = node;
+            h.on_start(&mut host.ctx(0));
+            assert!(host.actions.is_empty());
+        }
+        // A flow of host 1 (not the agent) wakes host 0, the agent.
         host.host = 1;
-        h.on_start(&mut host.ctx(0));
-        assert!(host.actions.is_empty());
-        host.host = 0;
-        h.on_start(&mut host.ctx(0));
-        let [HostAction::SetTimer { at, .. }] = host.actions[..] else {
+        h.on_flow_start(
+            &mut host.ctx(0),
+            &FlowInfo {
+                src: 1,
+                ..flow(0, 0)
+            },
+        );
+        let [HostAction::SetTimer { host: 0, at, .. }] = host.actions[..] else {
             panic!("{:?}", host.actions)
         };
         assert!(at < Time::ZERO + cfg.probe_interval);
+        host.host = 0;
         host.actions.clear();
         // A round: two random paths and the best, distinct ones once, to host 2.
         let mut rounds = Vec::new();
@@ -1451,6 +1505,70 @@ mod tests {
         let mut h = hermes(&host, &cfg, 0);
         probe_replies(&mut h, &mut host, 0, 2, 30, true, 20);
         assert_eq!(h.class(1, 1, 1, Time::from_ns(100)), PathClass::Bad);
+    }
+
+    #[test]
+    fn the_agent_stops_while_its_rack_is_idle_and_resumes_on_its_grid() {
+        let mut host = TestHost::new(4);
+        let cfg = HermesConfig::default();
+        let mut h = hermes(&host, &cfg, 2);
+        h.on_start(&mut host.ctx(0));
+        let phase = 37 * US; // a whole number of ns, for the test's clock
+        h.phase[0] = Time::from_ns(phase);
+        let f = flow(0, 0);
+        h.on_flow_start(&mut host.ctx(0), &f);
+        let [HostAction::SetTimer { host: 0, at, .. }] = host.actions[..] else {
+            panic!("{:?}", host.actions)
+        };
+        assert_eq!(at, Time::from_ns(phase));
+        host.actions.clear();
+        let round = |h: &mut Hermes, host: &mut TestHost, t: u64| {
+            host.actions.clear();
+            h.on_timer(&mut host.ctx(t), 0);
+            let probes = host
+                .actions
+                .iter()
+                .filter(|a| matches!(a, HostAction::SendProbe { .. }))
+                .count();
+            let next = host.actions.iter().find_map(|a| match *a {
+                HostAction::SetTimer { host: 0, at, .. } => Some(at),
+                _ => None,
+            });
+            (probes, next)
+        };
+        // A flow runs: probes, next round one interval later.
+        let (probes, next) = round(&mut h, &mut host, phase);
+        assert!(probes >= 2);
+        assert_eq!(next, Some(Time::from_ns(phase) + cfg.probe_interval));
+        // The flow ends: no more probes; the round waits for the three still out...
+        h.on_flow_end(&mut host.ctx(phase + 50 * US), &f);
+        let (probes, next) = round(&mut h, &mut host, phase + 100 * US);
+        assert_eq!((probes, next.is_some()), (0, true));
+        // ...and stops once they are answered.
+        for tag in 1..=4 {
+            for meta in 1..=3 {
+                let echo = ProbeEcho {
+                    to_host: 2,
+                    path_tag: tag,
+                    ce: false,
+                    rtt: Time::from_us(9),
+                    meta,
+                };
+                h.on_probe_reply(&mut host.ctx(phase + 150 * US), &echo);
+            }
+        }
+        assert_eq!(round(&mut h, &mut host, phase + 200 * US), (0, None));
+        // The rack's next flow restarts the agent at its next round on the grid.
+        host.actions.clear();
+        h.on_flow_start(&mut host.ctx(phase + 1_234 * US), &flow(1, 0));
+        let [HostAction::SetTimer { host: 0, at, .. }] = host.actions[..] else {
+            panic!("{:?}", host.actions)
+        };
+        assert_eq!(at, Time::from_ns(phase + 1_300 * US));
+        // A second flow does not start it twice.
+        host.actions.clear();
+        h.on_flow_start(&mut host.ctx(phase + 1_250 * US), &flow(0, 0));
+        assert!(host.actions.is_empty());
     }
 
     #[test]

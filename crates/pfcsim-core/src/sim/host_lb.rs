@@ -186,8 +186,9 @@ impl Simulation {
         let mut actions = std::mem::take(&mut side.actions);
         for action in actions.drain(..) {
             match action {
-                HostAction::SetTimer { at, token } => {
-                    self.events.schedule(at, Event::HostLbTimer(h, token));
+                HostAction::SetTimer { host, at, token } => {
+                    let target = self.host_index[host as usize];
+                    self.events.schedule(at, Event::HostLbTimer(target, token));
                 }
                 HostAction::SendProbe {
                     to_host,
