@@ -16,6 +16,11 @@ const LEAF0: u32 = 4;
 const LEAF1: u32 = 5;
 
 fn run(extra: &str) -> RunOutput {
+    run_with("stop_at = \"100ms\"", extra)
+}
+
+/// A run with `run` inside its `[run]` section.
+fn run_with(run: &str, extra: &str) -> RunOutput {
     let text = format!(
         r#"
         seed = 7
@@ -29,7 +34,7 @@ fn run(extra: &str) -> RunOutput {
         [cc]
         kind = "none"
         [run]
-        stop_at = "100ms"
+        {run}
         {extra}
         "#
     );
@@ -231,4 +236,52 @@ fn hermes_runs_are_deterministic_and_lossless_under_load() {
     assert_eq!(a.stats.packets_dropped, 0);
     assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
     assert!(a.flows.len() > 20);
+}
+
+/// The probing agent of a rack runs while the rack has flows. Host 0 sends two 10 MB flows
+/// to host 2, the second 5 ms after the first: its agent (host 0) probes during each, stops
+/// in between and after, so a run that drains (`stop_when_done = false`, no `stop_at`) ends
+/// right after the last flow, not at the default stop one second after the last start.
+#[test]
+fn probing_lasts_while_the_rack_has_flows_and_runs_drain() {
+    let traffic = scripted(
+        r#"{ src = 0, dst = 2, size = "10MB" }, { src = 0, dst = 2, size = "10MB", start = "5ms" }"#,
+    );
+    let drain = |lb: &str| run_with("stop_when_done = false", &format!("{traffic}[lb]\n{lb}\n"));
+    let out = drain("scheme = \"hermes\"");
+    assert_complete(&out);
+    // The run ends with its last event: without probes, the senders' retransmission timer
+    // (armed 4 ms after the last start, finding nothing to resend); probing adds at most a
+    // round after the last flow.
+    let interval = 100_000_000; // probe_interval, ps
+    let last_end = out
+        .flows
+        .iter()
+        .map(|f| f.finish_ps.unwrap())
+        .max()
+        .unwrap();
+    let quiet = drain("scheme = \"hermes\"\nprobe = false");
+    assert!(
+        out.stats.end_ps <= quiet.stats.end_ps.max(last_end + interval + interval / 2),
+        "ends at {} ps, last flow done at {last_end} ps, without probes at {} ps",
+        out.stats.end_ps,
+        quiet.stats.end_ps
+    );
+    assert!(out.stats.end_ps < 10_000_000_000, "{}", out.stats.end_ps);
+    // Host 0 sends data and probes only: it gets no data to acknowledge, and host 2's rack
+    // has no flow, so its agent never probes host 0. One round per probe interval while a
+    // flow runs, two or three probes a round (two random paths and the best).
+    let (mut min_rounds, mut max_rounds) = (0, 0);
+    for f in &out.flows {
+        let d = f.finish_ps.unwrap() - f.start_ps;
+        min_rounds += d / interval;
+        max_rounds += d.div_ceil(interval);
+    }
+    assert!(min_rounds >= 12, "{min_rounds}");
+    let data: u64 = out.flows.iter().map(|f| f.packets_sent).sum();
+    let probes = port(&out, 0, LEAF0).tx_packets - data;
+    assert!(
+        (2 * min_rounds..=3 * max_rounds).contains(&probes),
+        "{probes} probes in {min_rounds}..={max_rounds} rounds"
+    );
 }

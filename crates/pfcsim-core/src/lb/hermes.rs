@@ -30,9 +30,12 @@
 //!   least `fail_losses` losses that are also at least `fail_loss_fraction` of the packets sent
 //!   on it, fall in the fail window while its ECN fraction is below `ecn_threshold` (losses of
 //!   a congested path are congestion, not failure). A loss is a NACK, counted once per hole
-//!   and charged to the path that last carried the missing byte; a NACK for a byte sent on the
-//!   flow's previous path is the reordering its own reroute caused and is not counted. A
-//!   failed path is avoided for `fail_hold`, then tried again with fresh loss counters.
+//!   and charged to the path that last carried the missing byte; NACKs within
+//!   `reorder_window` of the flow's last move are the reordering the move caused and are not
+//!   counted. A failed path is avoided for `fail_hold`, then tried again with fresh loss
+//!   counters.
+//! * Timely yet cautious also when paths fail: a flow whose path failed moves only to a path
+//!   that has not; with every other path failed too it stays.
 //! * Probing: the first host of each ToR probes every other ToR every `probe_interval`, on
 //!   two random paths and the current best one, to that ToR's first host. A reply updates the
 //!   RTT and ECN views of every host of the prober's rack at once (instantaneous sharing); a
@@ -167,6 +170,9 @@ pub struct HermesConfig {
     pub fail_loss_fraction: f64,
     /// Loss and timeout counters cover the last one to two windows of this length.
     pub fail_window: Time,
+    /// NACKs a flow gets this long after it moved are the reordering of the move (its old
+    /// path's packets arriving behind the new path's), not losses (public code: 1 ms).
+    pub reorder_window: Time,
     /// A failed path is avoided for this long, then tried again.
     pub fail_hold: Time,
 }
@@ -195,6 +201,7 @@ impl Default for HermesConfig {
             fail_losses: 3,
             fail_loss_fraction: 0.001,
             fail_window: Time::from_ms(10),
+            reorder_window: Time::from_ms(1),
             fail_hold: Time::from_ms(10),
         }
     }
@@ -447,8 +454,10 @@ struct FlowState {
     win_start: Time,
     win_bytes: u64,
     rate: f64,
-    /// `snd_una` of the last NACK counted (one loss per hole).
+    /// `snd_una` of the last NACK seen (one loss per hole).
     last_loss: u64,
+    /// NACKs before this time are taken for the reordering of the flow's last move.
+    reordering_until: Time,
     /// The retransmission timer fired: choose again at the next packet.
     repick: bool,
 }
@@ -485,6 +494,13 @@ pub struct Hermes {
     probe_base: Vec<u32>,
     probes: Vec<Outstanding>,
     probe_seq: u32,
+    /// Per ToR: flows of its hosts that Hermes steers, running now.
+    rack_flows: Vec<u32>,
+    /// Per ToR: the agent's next probing round is scheduled.
+    probing: Vec<bool>,
+    /// Per ToR: the agent's first possible round (a random phase in the first interval);
+    /// rounds fall on `phase + k * probe_interval`.
+    phase: Vec<Time>,
 }
 
 impl Hermes {
@@ -549,6 +565,9 @@ impl Hermes {
             probe_base,
             probes: vec![Outstanding::default(); probes_total as usize],
             probe_seq: 0,
+            rack_flows: vec![0; tors as usize],
+            probing: vec![false; tors as usize],
+            phase: vec![Time::ZERO; tors as usize],
         }
     }
 
@@ -574,8 +593,9 @@ impl Hermes {
 
     /// Host `h`'s choice among its `n` paths to ToR `b`, other than `current`: a good path
     /// with the fewest flows, else a notably better gray or bad one with the lowest RTT; if
-    /// `any` (a new flow, or a forced move), else a random path that has not failed, else a
-    /// random path.
+    /// `any` (a new flow, or a forced move), else a random path that has not failed; a new
+    /// flow (no `current`) whose every path has failed takes a random one, a forced move
+    /// finds nothing (moving from one failed path to another gains nothing and reorders).
     fn choose(
         &mut self,
         ctx: &mut HostCtx,
@@ -621,7 +641,7 @@ impl Hermes {
             return None;
         }
         let others = n - current.is_some() as u16;
-        if others == 0 {
+        if others == 0 || (usable == 0 && current.is_some()) {
             return None;
         }
         // Random among the paths that have not failed, or among all if every one has.
@@ -653,6 +673,9 @@ impl Hermes {
         let e = self.entry(h, b, to);
         self.stats[e].flows += 1;
         let f = &mut self.flows[id as usize];
+        if f.active {
+            f.reordering_until = now + self.cfg.reorder_window;
+        }
         f.prev = if f.active { f.cur } else { to };
         f.cur = to;
         f.from_seq = seq;
@@ -673,10 +696,29 @@ impl Hermes {
         }
         let to = self.choose(ctx, h, b, n, None, true).expect("n >= 2");
         self.assign(h, b, flow, to, 0, ctx.now);
+        let a = self.host_tor[h as usize];
+        self.rack_flows[a as usize] += 1;
+        if self.cfg.probe && !self.probing[a as usize] {
+            // The rack's agent resumes on its round grid.
+            self.probing[a as usize] = true;
+            let (phase, interval) = (self.phase[a as usize].ps(), self.cfg.probe_interval.ps());
+            let now = ctx.now.ps();
+            let at = if now <= phase {
+                phase
+            } else {
+                phase + (now - phase).div_ceil(interval) * interval
+            };
+            ctx.actions.push(HostAction::SetTimer {
+                host: self.rack_node[a as usize],
+                at: Time(at),
+                token: 0,
+            });
+        }
         let f = &mut self.flows[flow.id as usize];
         f.win_start = ctx.now;
         f.rate = -1.0;
         f.last_loss = u64::MAX;
+        f.reordering_until = Time::ZERO;
     }
 
     /// The flow's rate in bytes per second at `now`.
@@ -769,11 +811,18 @@ impl Hermes {
         fs.win_bytes += echo.newly_acked;
         if echo.nack && flow.snd_una != fs.last_loss {
             fs.last_loss = flow.snd_una;
-            // A hole in bytes sent before the last move was left behind on the previous
-            // path: reordering caused by the move, not a loss.
-            if flow.snd_una >= fs.from_seq {
-                let cur = fs.cur;
-                let e = self.entry(h, b, cur);
+            // Within the reorder window after a move, a hole is the old path's packets still
+            // on their way behind the new path's (and, once go-back-N has resent them on the
+            // new path, the new path's copies the receiver discarded meanwhile): reordering
+            // caused by the move, whatever byte it is at. Later, a loss of the path that last
+            // carried the missing byte.
+            if now >= fs.reordering_until {
+                let i = if flow.snd_una >= fs.from_seq {
+                    fs.cur
+                } else {
+                    fs.prev
+                };
+                let e = self.entry(h, b, i);
                 self.stats[e].age(now, &self.cfg);
                 self.stats[e].losses[0] += 1;
                 self.check_failed(e, now);
@@ -828,6 +877,7 @@ impl Hermes {
         let (h, b) = (self.host(flow.src), ctx.fabric.tor(flow.dst));
         let e = self.entry(h, b, cur);
         self.stats[e].flows -= 1;
+        self.rack_flows[self.host_tor[h as usize] as usize] -= 1;
     }
 
     /// Whether host `h` is its rack's probing agent.
@@ -838,20 +888,22 @@ impl Hermes {
     pub fn on_start(&mut self, ctx: &mut HostCtx) {
         let h = self.host(ctx.host);
         if self.cfg.probe && self.tors > 1 && self.is_agent(h) {
-            // Agents start at random phases, so that racks do not probe in lockstep.
+            // Agents run at random phases, so that racks do not probe in lockstep. They
+            // start with the first flow of their rack.
             let phase = ctx.rng.gen_range(0..self.cfg.probe_interval.ps());
-            ctx.actions.push(HostAction::SetTimer {
-                at: ctx.now + Time(phase),
-                token: 0,
-            });
+            self.phase[self.host_tor[h as usize] as usize] = ctx.now + Time(phase);
         }
     }
 
-    /// A probing round of the agent of this host's rack.
+    /// A probing round of the agent of this host's rack. With no flow of the rack running,
+    /// it only waits for the probes still out (answered, or lost after `probe_timeout`), then
+    /// stops until the rack's next flow starts.
     pub fn on_timer(&mut self, ctx: &mut HostCtx, _token: u64) {
         let h = self.host(ctx.host);
         let a = self.host_tor[h as usize];
         let now = ctx.now;
+        let idle = self.rack_flows[a as usize] == 0;
+        let mut waiting = false;
         for b in 0..self.tors {
             if b == a {
                 continue;
@@ -870,6 +922,10 @@ impl Hermes {
                         self.check_failed(e, now);
                     }
                 }
+                waiting |= self.probes[o].seq != 0;
+            }
+            if idle {
+                continue;
             }
             // Two random paths and the best one.
             let first = ctx.rng.gen_range(0..n);
@@ -883,7 +939,12 @@ impl Hermes {
                 self.send_probe(ctx, a, b, i);
             }
         }
+        if idle && !waiting {
+            self.probing[a as usize] = false;
+            return;
+        }
         ctx.actions.push(HostAction::SetTimer {
+            host: ctx.host,
             at: now + self.cfg.probe_interval,
             token: 0,
         });
@@ -1265,71 +1326,142 @@ mod tests {
         assert_ne!(h.class(0, 1, i, later), PathClass::Failed);
     }
 
-    #[test]
-    fn losses_fail_a_path_but_reordering_after_a_move_does_not() {
+    /// A NACK of flow 0 at `t_ns` for the hole at `una`, made by a packet on `tag`.
+    fn nack(h: &mut Hermes, host: &mut TestHost, t_ns: u64, una: u64, tag: u32) {
+        let f = FlowInfo {
+            snd_una: una,
+            high_sent: 200_000,
+            ..flow(0, 0)
+        };
+        let echo = AckEcho {
+            nack: true,
+            path_tag: tag,
+            ce: false,
+            rtt: Time::from_us(9),
+            newly_acked: 0,
+        };
+        h.on_ack(&mut host.ctx(t_ns), &f, &echo);
+    }
+
+    /// Flow 0 sends 100 packets on its first path, times out at 4 ms and moves at byte
+    /// 100,000. Gives Hermes, the host, the first and the second path index.
+    fn moved_flow() -> (Hermes, TestHost, u16, u16) {
         let mut host = TestHost::new(4);
         let mut h = hermes(&host, &HermesConfig::default(), 1);
         let f = flow(0, 0);
         h.on_flow_start(&mut host.ctx(0), &f);
-        let tag = h.path_tag(&mut host.ctx(0), &f, 0);
-        let i = (tag - 1) as u16;
-        // 100 packets sent on the path.
+        let first = h.path_tag(&mut host.ctx(0), &f, 0);
         for k in 1..100 {
-            h.path_tag(&mut host.ctx(k), &f, k * 1000);
+            h.path_tag(&mut host.ctx(k), &flow(0, k * 1000), k * 1000);
         }
-        let nack = |h: &mut Hermes, host: &mut TestHost, t: u64, una: u64| {
-            let f = FlowInfo {
-                snd_una: una,
-                high_sent: 100_000,
-                ..flow(0, 0)
-            };
-            let echo = AckEcho {
-                nack: true,
-                path_tag: tag,
-                ce: false,
-                rtt: Time::from_us(9),
-                newly_acked: 0,
-            };
-            h.on_ack(&mut host.ctx(t), &f, &echo);
-        };
-        // Pretend the flow moved here at byte 50,000: holes below it are reordering.
-        h.flows[0].from_seq = 50_000;
-        for (k, una) in [10_000, 20_000, 30_000, 40_000].into_iter().enumerate() {
-            nack(&mut h, &mut host, 200 + k as u64, una);
+        let sent = flow(0, 100_000);
+        h.on_timeout(&mut host.ctx(4_000 * US), &FlowInfo { snd_una: 0, ..sent });
+        let second = h.path_tag(&mut host.ctx(4_000 * US), &sent, 100_000);
+        assert_ne!(first, second);
+        (h, host, (first - 1) as u16, (second - 1) as u16)
+    }
+
+    #[test]
+    fn losses_fail_a_path_but_reordering_after_a_move_does_not() {
+        let (mut h, mut host, i, j) = moved_flow();
+        let t = 4_000 * US;
+        let (tag_i, tag_j) = (i as u32 + 1, j as u32 + 1);
+        // The old path's packets arrive behind the new path's: holes below the move.
+        nack(&mut h, &mut host, t + 20 * US, 40_000, tag_j);
+        // Go-back-N resends from byte 40,000 on the new path; new-path copies the receiver
+        // discarded meanwhile leave holes above the move too, still within the window.
+        for k in 0..50 {
+            let seq = 40_000 + k * 1000;
+            h.path_tag(&mut host.ctx(t + 30 * US + k), &flow(0, 100_000), seq);
         }
-        assert_ne!(h.class(0, 1, i, Time::from_ns(300)), PathClass::Failed);
-        // Holes in bytes sent on the path are losses; the same hole counts once.
-        for una in [60_000, 60_000, 60_000, 70_000] {
-            nack(&mut h, &mut host, 400, una);
+        for (k, una) in [100_000, 110_000, 120_000, 130_000].into_iter().enumerate() {
+            nack(&mut h, &mut host, t + 100 * US + k as u64, una, tag_j);
         }
-        assert_ne!(
-            h.class(0, 1, i, Time::from_ns(400)),
-            PathClass::Failed,
-            "two losses"
-        );
-        nack(&mut h, &mut host, 500, 80_000);
+        let now = Time::from_ns(t + 200 * US);
         assert_eq!(
-            h.class(0, 1, i, Time::from_ns(500)),
-            PathClass::Failed,
-            "three losses in 100 packets"
+            h.class(0, 1, j, now),
+            PathClass::Good,
+            "reordering, not loss"
         );
+        assert_eq!(h.class(0, 1, i, now), PathClass::Bad, "the timeout");
+        // After the reorder window holes are losses of the path that last carried the byte,
+        // the same hole once: three in 50 packets fail the new path.
+        let later = t + 1_100 * US;
+        for una in [140_000, 140_000, 150_000] {
+            nack(&mut h, &mut host, later, una, tag_j);
+        }
+        assert_ne!(h.class(0, 1, j, Time::from_ns(later)), PathClass::Failed);
+        nack(&mut h, &mut host, later, 160_000, tag_j);
+        assert_eq!(h.class(0, 1, j, Time::from_ns(later)), PathClass::Failed);
+        assert_ne!(h.class(0, 1, i, Time::from_ns(later)), PathClass::Failed);
+
+        // Holes below the move (no go-back-N since), after the window: the old path's.
+        let (mut h, mut host, i, j) = moved_flow();
+        let later = 4_000 * US + 1_100 * US;
+        for una in [10_000, 20_000, 30_000] {
+            nack(&mut h, &mut host, later, una, tag_i);
+        }
+        let now = Time::from_ns(later);
+        assert_eq!(h.class(0, 1, i, now), PathClass::Failed);
+        assert_ne!(h.class(0, 1, j, now), PathClass::Failed);
+    }
+
+    #[test]
+    fn a_forced_move_never_goes_to_another_failed_path() {
+        let mut host = TestHost::new(4);
+        let cfg = HermesConfig::default();
+        let mut h = hermes(&host, &cfg, 2);
+        let f = flow(0, 0);
+        h.on_flow_start(&mut host.ctx(0), &f);
+        let first = h.path_tag(&mut host.ctx(0), &f, 0);
+        // Every path has failed: the flow stays where it is rather than hopping between
+        // failed paths packet by packet.
+        let until = Time::from_ms(5);
+        for i in 0..4 {
+            let e = h.entry(0, 1, i);
+            h.stats[e].failed_until = until;
+        }
+        for k in 1..20 {
+            let tag = h.path_tag(&mut host.ctx(k * US), &flow(0, k * 1000), k * 1000);
+            assert_eq!(tag, first, "packet {k}");
+        }
+        // A new flow still gets a path.
+        let g = flow(1, 0);
+        h.on_flow_start(&mut host.ctx(30 * US), &g);
+        assert!((1..=4).contains(&h.path_tag(&mut host.ctx(30 * US), &g, 0)));
+        // One path back: the flow moves there at once.
+        let back = (first % 4) as u16; // index of the next path
+        let e = h.entry(0, 1, back);
+        h.stats[e].failed_until = Time::ZERO;
+        let tag = h.path_tag(&mut host.ctx(40 * US), &flow(0, 20_000), 20_000);
+        assert_eq!(tag, back as u32 + 1);
     }
 
     #[test]
     fn the_rack_agent_probes_and_shares_what_it_learns() {
         let mut host = TestHost::new(4);
         let cfg = HermesConfig::default();
-        let mut h = hermes(&host, &cfg, 0);
-        // Host 1 is not an agent: no timer.
+        let mut h = hermes(&host, &cfg, 1);
+        // Agents start with their rack's first flow, on the round grid of their phase.
+        for node in [1, 0] {
+            host.host = node;
+            h.on_start(&mut host.ctx(0));
+            assert!(host.actions.is_empty());
+        }
+        // A flow of host 1 (not the agent) wakes host 0, the agent.
         host.host = 1;
-        h.on_start(&mut host.ctx(0));
-        assert!(host.actions.is_empty());
-        host.host = 0;
-        h.on_start(&mut host.ctx(0));
-        let [HostAction::SetTimer { at, .. }] = host.actions[..] else {
+        h.on_flow_start(
+            &mut host.ctx(0),
+            &FlowInfo {
+                src: 1,
+                ..flow(0, 0)
+            },
+        );
+        let [HostAction::SetTimer { host: 0, at, .. }] = host.actions[..] else {
             panic!("{:?}", host.actions)
         };
         assert!(at < Time::ZERO + cfg.probe_interval);
+        host.host = 0;
         host.actions.clear();
         // A round: two random paths and the best, distinct ones once, to host 2.
         let mut rounds = Vec::new();
@@ -1373,6 +1505,70 @@ mod tests {
         let mut h = hermes(&host, &cfg, 0);
         probe_replies(&mut h, &mut host, 0, 2, 30, true, 20);
         assert_eq!(h.class(1, 1, 1, Time::from_ns(100)), PathClass::Bad);
+    }
+
+    #[test]
+    fn the_agent_stops_while_its_rack_is_idle_and_resumes_on_its_grid() {
+        let mut host = TestHost::new(4);
+        let cfg = HermesConfig::default();
+        let mut h = hermes(&host, &cfg, 2);
+        h.on_start(&mut host.ctx(0));
+        let phase = 37 * US; // a whole number of ns, for the test's clock
+        h.phase[0] = Time::from_ns(phase);
+        let f = flow(0, 0);
+        h.on_flow_start(&mut host.ctx(0), &f);
+        let [HostAction::SetTimer { host: 0, at, .. }] = host.actions[..] else {
+            panic!("{:?}", host.actions)
+        };
+        assert_eq!(at, Time::from_ns(phase));
+        host.actions.clear();
+        let round = |h: &mut Hermes, host: &mut TestHost, t: u64| {
+            host.actions.clear();
+            h.on_timer(&mut host.ctx(t), 0);
+            let probes = host
+                .actions
+                .iter()
+                .filter(|a| matches!(a, HostAction::SendProbe { .. }))
+                .count();
+            let next = host.actions.iter().find_map(|a| match *a {
+                HostAction::SetTimer { host: 0, at, .. } => Some(at),
+                _ => None,
+            });
+            (probes, next)
+        };
+        // A flow runs: probes, next round one interval later.
+        let (probes, next) = round(&mut h, &mut host, phase);
+        assert!(probes >= 2);
+        assert_eq!(next, Some(Time::from_ns(phase) + cfg.probe_interval));
+        // The flow ends: no more probes; the round waits for the three still out...
+        h.on_flow_end(&mut host.ctx(phase + 50 * US), &f);
+        let (probes, next) = round(&mut h, &mut host, phase + 100 * US);
+        assert_eq!((probes, next.is_some()), (0, true));
+        // ...and stops once they are answered.
+        for tag in 1..=4 {
+            for meta in 1..=3 {
+                let echo = ProbeEcho {
+                    to_host: 2,
+                    path_tag: tag,
+                    ce: false,
+                    rtt: Time::from_us(9),
+                    meta,
+                };
+                h.on_probe_reply(&mut host.ctx(phase + 150 * US), &echo);
+            }
+        }
+        assert_eq!(round(&mut h, &mut host, phase + 200 * US), (0, None));
+        // The rack's next flow restarts the agent at its next round on the grid.
+        host.actions.clear();
+        h.on_flow_start(&mut host.ctx(phase + 1_234 * US), &flow(1, 0));
+        let [HostAction::SetTimer { host: 0, at, .. }] = host.actions[..] else {
+            panic!("{:?}", host.actions)
+        };
+        assert_eq!(at, Time::from_ns(phase + 1_300 * US));
+        // A second flow does not start it twice.
+        host.actions.clear();
+        h.on_flow_start(&mut host.ctx(phase + 1_250 * US), &flow(0, 0));
+        assert!(host.actions.is_empty());
     }
 
     #[test]

@@ -190,8 +190,9 @@ pub struct ProbeEcho {
 /// Something a host-side scheme asks its host to do once the hook returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostAction {
-    /// Call `on_timer(token)` on this host at time `at`.
-    SetTimer { at: Time, token: u64 },
+    /// Call `on_timer(token)` on host `host` (a node id: this host, or another one, e.g. the
+    /// probing agent of its rack) at time `at`.
+    SetTimer { host: u32, at: Time, token: u64 },
     /// Send a probe to host `to_host` on path `path_tag`, in data priority `priority`.
     SendProbe {
         to_host: u32,

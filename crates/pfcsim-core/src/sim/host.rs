@@ -273,6 +273,22 @@ pub fn ideal_fct(size: u64, path: &[(Rate, Time)], nic: &NicConfig) -> Time {
     Time(last_departure + ack_back)
 }
 
+/// The answer of `pkt`'s receiver (an ACK, a NACK, a probe's reply): `kind`, back to its
+/// sender (addresses and ports swapped), same flow and priority, echoing its send time;
+/// `wire_bytes` on the wire. The caller adds what the answer says.
+pub(super) fn reply_to(pkt: &Packet, kind: PacketKind, wire_bytes: u16) -> Packet {
+    let mut reply = Packet::new(kind);
+    reply.flow = pkt.flow;
+    reply.src = pkt.dst;
+    reply.dst = pkt.src;
+    reply.sport = pkt.dport;
+    reply.dport = pkt.sport;
+    reply.priority = pkt.priority;
+    reply.sent_at = pkt.sent_at;
+    reply.wire_bytes = wire_bytes;
+    reply
+}
+
 impl Simulation {
     /// The next flow of the table starts: its QP becomes ready to send.
     pub(super) fn flow_start(&mut self) {
@@ -575,13 +591,7 @@ impl Simulation {
             Some((PacketKind::Ack, pkt.ce))
         };
         if let Some((kind, cnp)) = reply {
-            let mut ack = Packet::new(kind);
-            ack.flow = pkt.flow;
-            ack.src = pkt.dst;
-            ack.dst = pkt.src;
-            ack.sport = pkt.dport;
-            ack.dport = pkt.sport;
-            ack.priority = pkt.priority;
+            let mut ack = reply_to(pkt, kind, nic.control_bytes);
             ack.seq = flow.expected;
             ack.cnp = cnp;
             // Echoes for host-side schemes: the ECN marks (ECE) of the packets an ACK covers
@@ -590,14 +600,18 @@ impl Simulation {
             if self.host_side.is_some() {
                 ack.lb.path_tag = pkt.lb.path_tag;
             }
-            ack.wire_bytes = nic.control_bytes;
-            ack.sent_at = pkt.sent_at;
-            let p = self.hosts[h as usize].port;
-            let pid = self.arena.alloc(ack);
-            let ack = self.arena.get_mut(pid);
-            self.ports[p as usize].enqueue(CONTROL_PRIO, pid, ack, now);
-            self.host_kick(h);
+            self.host_enqueue(h, CONTROL_PRIO, ack);
         }
+    }
+
+    /// Queues `pkt`, made by host `h`, in priority `prio` of its NIC and lets the NIC send.
+    pub(super) fn host_enqueue(&mut self, h: u32, prio: u8, pkt: Packet) {
+        let p = self.hosts[h as usize].port;
+        let pid = self.arena.alloc(pkt);
+        let now = self.now;
+        let pkt = self.arena.get_mut(pid);
+        self.ports[p as usize].enqueue(prio, pid, pkt, now);
+        self.try_send(p);
     }
 
     /// Sender side: cumulative ACK, go-back-N on NACK, congestion notification.

@@ -1,6 +1,7 @@
 //! The hosts' side of host-side load balancing (`lb/host.rs`): the path table, the scheme's
 //! calls and actions, and probes.
 
+use super::host::reply_to;
 use super::NicConfig;
 use super::{Event, PortState, Simulation, Switch, CONTROL_PRIO};
 use crate::engine::{rng_stream, Rng, StreamKind};
@@ -186,8 +187,9 @@ impl Simulation {
         let mut actions = std::mem::take(&mut side.actions);
         for action in actions.drain(..) {
             match action {
-                HostAction::SetTimer { at, token } => {
-                    self.events.schedule(at, Event::HostLbTimer(h, token));
+                HostAction::SetTimer { host, at, token } => {
+                    let target = self.host_index[host as usize];
+                    self.events.schedule(at, Event::HostLbTimer(target, token));
                 }
                 HostAction::SendProbe {
                     to_host,
@@ -242,9 +244,8 @@ impl Simulation {
 
     /// Queues a probe from host `h` in its NIC's data-priority queue.
     fn send_probe(&mut self, h: u32, to_host: u32, path_tag: u32, priority: u8, meta: u32) {
-        let host = &self.hosts[h as usize];
         let mut pkt = Packet::new(PacketKind::Probe);
-        pkt.src = host.node;
+        pkt.src = self.hosts[h as usize].node;
         pkt.dst = to_host;
         pkt.flow = u32::MAX;
         pkt.priority = priority;
@@ -255,33 +256,15 @@ impl Simulation {
         pkt.dport = (meta >> 16) as u16;
         pkt.wire_bytes = self.cfg.nic.control_bytes;
         pkt.sent_at = self.now;
-        let p = host.port;
-        let pid = self.arena.alloc(pkt);
-        let now = self.now;
-        let pkt = self.arena.get_mut(pid);
-        self.ports[p as usize].enqueue(priority, pid, pkt, now);
-        self.try_send(p);
+        self.host_enqueue(h, priority, pkt);
     }
 
     /// A probe reached host `h`: answer it at once, like an ACK.
     pub(super) fn answer_probe(&mut self, h: u32, probe: &Packet) {
-        let mut reply = Packet::new(PacketKind::ProbeReply);
-        reply.src = probe.dst;
-        reply.dst = probe.src;
-        reply.flow = u32::MAX;
-        reply.sport = probe.dport;
-        reply.dport = probe.sport;
-        reply.priority = probe.priority;
+        let mut reply = reply_to(probe, PacketKind::ProbeReply, self.cfg.nic.control_bytes);
         reply.lb = probe.lb;
         reply.ce = probe.ce;
-        reply.sent_at = probe.sent_at;
-        reply.wire_bytes = self.cfg.nic.control_bytes;
-        let p = self.hosts[h as usize].port;
-        let pid = self.arena.alloc(reply);
-        let now = self.now;
-        let reply = self.arena.get_mut(pid);
-        self.ports[p as usize].enqueue(CONTROL_PRIO, pid, reply, now);
-        self.try_send(p);
+        self.host_enqueue(h, CONTROL_PRIO, reply);
     }
 
     /// A probe reply reached host `h`, the probe's sender.
