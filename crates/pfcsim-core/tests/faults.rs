@@ -1,35 +1,16 @@
 //! Faults: each test fails if the fault it names is not applied, or if the transport does not
 //! recover from the losses it causes.
 
-use pfcsim_core::run::run_scenario;
+mod common;
+
+use common::retransmitted;
 use pfcsim_core::sim::RunOutput;
-use pfcsim_core::spec::{Scenario, Spec};
-use std::ops::ControlFlow;
-use std::path::Path;
 
 /// 4 leaves x 4 spines x 4 hosts (hosts 0-15, leaves 16-19, spines 20-23), 100 Gbps and
 /// 1 us links, PFC on, line-rate senders, drained to the end; then `extra`.
 fn run(extra: &str) -> RunOutput {
-    let text = format!(
-        r#"
-        seed = 3
-        [topology]
-        kind = "leaf_spine"
-        leaves = 4
-        spines = 4
-        hosts_per_leaf = 4
-        host_link = {{ rate = "100Gbps", delay = "1us" }}
-        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
-        [cc]
-        kind = "none"
-        [run]
-        stop_when_done = false
-        {extra}
-        "#
-    );
-    let spec = Spec::from_toml(&text, "faults.toml").unwrap_or_else(|e| panic!("{e}"));
-    let scenario = Scenario::prepare(spec, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
-    run_scenario(scenario, &mut |_| ControlFlow::Continue(())).unwrap()
+    let text = common::leaf_spine(3, (4, 4, 4), "stop_when_done = false", extra);
+    common::run_text(&text, "faults.toml")
 }
 
 const POISSON: &str = r#"
@@ -47,10 +28,6 @@ fn assert_recovered(out: &RunOutput) {
     assert_eq!(s.bytes_delivered, s.bytes_offered);
     assert_eq!(out.buffered_bytes, 0, "buffers drain");
     assert_eq!(s.drops_buffer, 0, "PFC on: no buffer drops");
-}
-
-fn retransmitted(out: &RunOutput) -> u64 {
-    out.flows.iter().map(|f| f.retransmitted_bytes).sum()
 }
 
 #[test]

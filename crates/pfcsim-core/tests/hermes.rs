@@ -4,12 +4,10 @@
 //! 1 us links, PFC on, line-rate senders (no congestion control), so that a congested path
 //! shows in queueing delay and ECN marks at once.
 
+mod common;
+
 use pfcsim_core::metrics::PortRecord;
-use pfcsim_core::run::run_scenario;
 use pfcsim_core::sim::RunOutput;
-use pfcsim_core::spec::{Scenario, Spec};
-use std::ops::ControlFlow;
-use std::path::Path;
 
 const SPINE0: u32 = 6;
 const LEAF0: u32 = 4;
@@ -21,26 +19,8 @@ fn run(extra: &str) -> RunOutput {
 
 /// A run with `run` inside its `[run]` section.
 fn run_with(run: &str, extra: &str) -> RunOutput {
-    let text = format!(
-        r#"
-        seed = 7
-        [topology]
-        kind = "leaf_spine"
-        leaves = 2
-        spines = 4
-        hosts_per_leaf = 2
-        host_link = {{ rate = "100Gbps", delay = "1us" }}
-        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
-        [cc]
-        kind = "none"
-        [run]
-        {run}
-        {extra}
-        "#
-    );
-    let spec = Spec::from_toml(&text, "hermes.toml").unwrap_or_else(|e| panic!("{e}"));
-    let scenario = Scenario::prepare(spec, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
-    run_scenario(scenario, &mut |_| ControlFlow::Continue(())).unwrap()
+    let text = common::leaf_spine(7, (2, 4, 2), run, extra);
+    common::run_text(&text, "hermes.toml")
 }
 
 fn port(out: &RunOutput, node: u32, peer: u32) -> &PortRecord {

@@ -1,34 +1,15 @@
 //! Host-side schemes end to end: each test fails if the mechanism it names is removed.
 
-use pfcsim_core::run::run_scenario;
+mod common;
+
+use common::retransmitted;
 use pfcsim_core::sim::RunOutput;
-use pfcsim_core::spec::{Scenario, Spec};
-use std::ops::ControlFlow;
-use std::path::Path;
 
 /// 2 leaves x 4 spines x 2 hosts (hosts 0-3, leaves 4-5, spines 6-9), 100 Gbps and 1 us
 /// links, PFC on, line-rate senders, drained to the end; then `extra`.
 fn run(extra: &str) -> RunOutput {
-    let text = format!(
-        r#"
-        seed = 5
-        [topology]
-        kind = "leaf_spine"
-        leaves = 2
-        spines = 4
-        hosts_per_leaf = 2
-        host_link = {{ rate = "100Gbps", delay = "1us" }}
-        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
-        [cc]
-        kind = "none"
-        [run]
-        stop_when_done = false
-        {extra}
-        "#
-    );
-    let spec = Spec::from_toml(&text, "host_schemes.toml").unwrap_or_else(|e| panic!("{e}"));
-    let scenario = Scenario::prepare(spec, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
-    run_scenario(scenario, &mut |_| ControlFlow::Continue(())).unwrap()
+    let text = common::leaf_spine(5, (2, 4, 2), "stop_when_done = false", extra);
+    common::run_text(&text, "host_schemes.toml")
 }
 
 /// One 1 MB flow from host 0 to host 2 (16 flowcells of 64 KB).
@@ -46,10 +27,6 @@ const SLOW_SPINE: &str = r#"
     link = ["leaf:0", "spine:0"]
     rate = "50Gbps"
 "#;
-
-fn retransmitted(out: &RunOutput) -> u64 {
-    out.flows.iter().map(|f| f.retransmitted_bytes).sum()
-}
 
 fn assert_complete(out: &RunOutput) {
     let s = &out.stats;

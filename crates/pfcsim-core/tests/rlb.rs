@@ -2,52 +2,33 @@
 //! determinism, and the errors of a bad `[lb]` table. Each test fails if the mechanism it
 //! names is removed (see `docs/schemes/rlb.md`).
 
+mod common;
+
 use pfcsim_core::metrics::RunStats;
-use pfcsim_core::run::run_scenario;
 use pfcsim_core::sim::RunOutput;
-use pfcsim_core::spec::{Scenario, Spec};
-use std::ops::ControlFlow;
-use std::path::Path;
+use pfcsim_core::spec::Spec;
+
+/// The loopback link of every switch.
+const LOOPBACK: &str = r#"
+    [switch.loopback]
+    rate = "100Gbps"
+    delay = "100ns"
+"#;
 
 /// 3 leaves x 3 spines x 2 hosts (hosts 0-5, leaves 6-8, spines 9-11), 100 Gbps and 1 us
 /// links, line-rate senders, loopbacks of 100 Gbps and 100 ns; `lb` is the `[lb]` table's
 /// body and `extra` the rest.
 fn spec(lb: &str, extra: &str) -> String {
-    format!(
-        r#"
-        seed = 5
-        [topology]
-        kind = "leaf_spine"
-        leaves = 3
-        spines = 3
-        hosts_per_leaf = 2
-        host_link = {{ rate = "100Gbps", delay = "1us" }}
-        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
-        {extra}
-        [switch.loopback]
-        rate = "100Gbps"
-        delay = "100ns"
-        [cc]
-        kind = "none"
-        [run]
-        stop_when_done = false
-        [lb]
-        {lb}
-        "#
-    )
+    let rest = format!("{extra}\n{LOOPBACK}\n[lb]\n{lb}\n");
+    common::leaf_spine(5, (3, 3, 2), "stop_when_done = false", &rest)
 }
 
 fn run(text: &str) -> RunOutput {
-    let spec = Spec::from_toml(text, "rlb.toml").unwrap_or_else(|e| panic!("{e}"));
-    let scenario = Scenario::prepare(spec, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
-    run_scenario(scenario, &mut |_| ControlFlow::Continue(())).unwrap()
+    common::run_text(text, "rlb.toml")
 }
 
 fn error(text: &str) -> String {
-    match Spec::from_toml(text, "rlb.toml") {
-        Ok(_) => panic!("accepted"),
-        Err(e) => e.to_string(),
-    }
+    common::spec_error(text, "rlb.toml")
 }
 
 /// Host 4 floods spine 10's link to leaf 7 on a pinned path while host 0 sprays 3 MB to
@@ -84,19 +65,36 @@ const SLOW_SPINE: &str = r#"
     delay = "20us"
 "#;
 
+/// Two flows pinned to spine 10 towards leaf 7 (from leaves 6 and 8) overload its link to
+/// leaf 7; spine 10 warns both leaves. RLB's p is the pinned spine 10, and its p_s the next
+/// uplink in port order, spine 11.
+const PINNED: &str = r#"
+    [[traffic]]
+    kind = "scripted"
+    flows = [
+        { src = 0, dst = 3, size = "2MB", path = [1] },
+        { src = 4, dst = 2, size = "2MB", path = [1] },
+    ]
+"#;
+
+/// Algorithm 1's choice between rerouting and recirculating, on RTTs that the probes
+/// measure. Checked to fail with each of these disabled in turn: PFC prediction (no CNM),
+/// the RTT gap test (always reroute; always recirculate), the "check again" of a replaced
+/// p_s, the RTT probes (no probe sent: every path keeps the same base RTT, the gap is 0 and
+/// the pinned flows never recirculate), echoes ignored, and the exemption of the loopback
+/// from PFC pauses (the last two through the DRILL comparison only: it is statistical, the
+/// pinned runs are the sharp check of the RTT gap).
 #[test]
 fn a_warned_path_is_rerouted_on_a_small_rtt_gap_and_recirculated_on_a_large_one() {
-    // Symmetric paths: the packets warned off spine 10 go to spine 11, whose RTT is not
-    // above spine 10's by more than t_rc.
+    // Symmetric paths, DRILL inside: the packets warned off spine 10 go elsewhere.
     let sym = run(&spec("scheme = \"rlb\"", CROSS));
     assert_conserved(&sym);
     assert!(sym.stats.cnm_warnings > 0, "spine 10 warns");
     assert!(sym.stats.rlb_reroutes > 0, "warned packets are rerouted");
-    // Spine 11 is far slower: waiting for spine 10 by recirculating is worth it.
+    // Spine 11 far slower: packets warned off spine 10 wait for it rather than take the slow
+    // spine: more recirculations, fewer reroutes than with symmetric paths.
     let slow = run(&spec("scheme = \"rlb\"", &format!("{SLOW_SPINE}{CROSS}")));
     assert_conserved(&slow);
-    // Packets warned off spine 10 wait for it rather than take the slow spine: more
-    // recirculations, fewer reroutes than with symmetric paths.
     assert!(
         slow.stats.recirculations > sym.stats.recirculations
             && slow.stats.rlb_reroutes < sym.stats.rlb_reroutes,
@@ -106,6 +104,20 @@ fn a_warned_path_is_rerouted_on_a_small_rtt_gap_and_recirculated_on_a_large_one(
         slow.stats.rlb_reroutes,
         sym.stats.rlb_reroutes
     );
+    // Pinned to spine 10, symmetric paths: p_s (spine 11) is not slower than spine 10 by
+    // more than t_rc, so warned packets move to it and none waits in the loopback.
+    let sym = run(&spec("scheme = \"rlb\"", PINNED));
+    assert_conserved(&sym);
+    assert!(sym.stats.cnm_warnings > 0 && sym.stats.rlb_reroutes > 0);
+    assert_eq!(
+        sym.stats.recirculations, 0,
+        "a small gap never recirculates"
+    );
+    // Spine 11 far slower (measured by the probes): waiting for spine 10 by recirculating
+    // is worth it, and packets do.
+    let slow = run(&spec("scheme = \"rlb\"", &format!("{SLOW_SPINE}{PINNED}")));
+    assert_conserved(&slow);
+    assert!(slow.stats.recirculations > 0, "a large gap recirculates");
     let per_packet = slow.stats.recirculations as f64 / slow.stats.data_packets_delivered as f64;
     assert_eq!(slow.stats.recirculations_per_packet, per_packet);
     // The loopback carried them: two ports per switch, the leaves' in use.
@@ -117,27 +129,22 @@ fn a_warned_path_is_rerouted_on_a_small_rtt_gap_and_recirculated_on_a_large_one(
         .sum();
     assert!(on_loopbacks >= slow.stats.recirculations);
     // Reroute only (Fig. 17's baseline): the same warnings, no recirculation.
-    let reroute = run(&spec(
-        "scheme = \"rlb\"\nrecirculation = false",
-        &format!("{SLOW_SPINE}{CROSS}"),
-    ));
-    assert_conserved(&reroute);
-    assert_eq!(reroute.stats.recirculations, 0);
-    assert!(reroute.stats.rlb_reroutes > 0);
+    for traffic in [PINNED, CROSS] {
+        let reroute = run(&spec(
+            "scheme = \"rlb\"\nrecirculation = false",
+            &format!("{SLOW_SPINE}{traffic}"),
+        ));
+        assert_conserved(&reroute);
+        assert_eq!(reroute.stats.recirculations, 0);
+        assert!(reroute.stats.rlb_reroutes > 0);
+    }
 }
 
+/// Pinned paths as RLB's input. Checked to fail without the `sees_pinned` capability (the
+/// switch then honours the pin before asking RLB) and with PFC prediction disabled.
 #[test]
 fn a_pinned_path_is_rlbs_input_and_is_overridden_only_on_a_warning() {
-    // Two flows pinned to spine 10 towards leaf 7 (from leaves 6 and 8) overload its link to
-    // leaf 7; spine 10 warns both leaves.
-    let pinned = r#"
-        [[traffic]]
-        kind = "scripted"
-        flows = [
-            { src = 0, dst = 3, size = "2MB", path = [1] },
-            { src = 4, dst = 2, size = "2MB", path = [1] },
-        ]
-    "#;
+    let pinned = PINNED;
     let ecmp = run(&spec("scheme = \"ecmp\"", pinned));
     assert_conserved(&ecmp);
     assert!(
@@ -180,6 +187,9 @@ const POISSON: &str = r#"
     repeat = 2
 "#;
 
+/// Conservation and determinism. Checked to fail when warnings never end (no clearing CNM
+/// sent, or clearing CNMs ignored) and without the refusal of a recirculation that would
+/// fill the loopback's ingress up to its XOFF threshold.
 #[test]
 fn rlb_conserves_bytes_and_is_deterministic_over_every_inner_scheme() {
     let base = run(&spec("scheme = \"drill\"", POISSON));
@@ -210,13 +220,11 @@ fn rlb_conserves_bytes_and_is_deterministic_over_every_inner_scheme() {
     }
 }
 
+/// Spec errors. Checked to fail without the check that recirculation has a loopback.
 #[test]
 fn bad_rlb_tables_are_refused_with_the_key() {
     let flows = "[[traffic]]\nkind = \"scripted\"\nflows = [{ src = 0, dst = 3, size = \"1KB\" }]";
-    let no_loop = spec("scheme = \"rlb\"", flows).replace(
-        "[switch.loopback]\n        rate = \"100Gbps\"\n        delay = \"100ns\"",
-        "",
-    );
+    let no_loop = spec("scheme = \"rlb\"", flows).replace(LOOPBACK, "");
     let e = error(&no_loop);
     assert!(
         e.contains("switch.loopback: missing; scheme \"rlb\" recirculates"),

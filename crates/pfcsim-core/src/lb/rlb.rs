@@ -260,6 +260,8 @@ struct Round {
     per_port: Vec<u32>,
     suspect: Option<u16>,
     suspect_rounds: u32,
+    /// Rounds started since the run began.
+    started: u64,
 }
 
 /// What RLB counted at one switch.
@@ -517,6 +519,13 @@ impl Rlb {
     /// Whether egress `port` was found faulty (Algorithm 2) and is no longer chosen.
     pub fn is_removed(&self, port: u16) -> bool {
         self.removed[port as usize]
+    }
+
+    /// RLB*'s rounds as a test sees them: rounds started so far, the current round's t_rc
+    /// (its length), and Algorithm 2's suspect egress with the rounds in a row it has topped.
+    pub fn round_view(&self) -> (u64, Time, Option<(u16, u32)>) {
+        let r = &self.round;
+        (r.started, r.t_rc, r.suspect.map(|p| (p, r.suspect_rounds)))
     }
 
     /// The prediction module: one sample of every watched ingress queue. Returns whether
@@ -949,6 +958,7 @@ impl Rlb {
         self.round.t_rc = t_rc;
         self.round.queue_at_start = queued;
         self.round.active = true;
+        self.round.started += 1;
         ctx.actions.push(LbAction::SetTimer {
             at: ctx.now + t_rc,
             token: ROUND,
@@ -1057,6 +1067,10 @@ mod tests {
         }
     }
 
+    fn cnm(meta: u32) -> LbHeader {
+        LbHeader { path_tag: 0, meta }
+    }
+
     fn warn(rlb: &mut Rlb, sw: &mut TestSwitch, port: u16, prio: u8) {
         let h = LbHeader {
             path_tag: 0,
@@ -1065,6 +1079,9 @@ mod tests {
         rlb.on_own_control(&mut sw.ctx(0), port, &h);
     }
 
+    /// Algorithm 1. Checked to fail with the RTT gap test replaced by "always reroute" and by
+    /// "always recirculate", without the "check again" of a replaced p_s, and with clearing
+    /// CNMs ignored.
     #[test]
     fn an_unwarned_choice_is_kept_and_a_warned_one_is_replaced_or_recirculated() {
         let mut rlb = leaf(&ecmp_inner());
@@ -1153,6 +1170,8 @@ mod tests {
         assert!(!rlb.warned(3, 3, Time::ZERO));
     }
 
+    /// RTT probes. Checked to fail with no probe sent, with an unanswered probe's age not
+    /// counted, and with echoes ignored.
     #[test]
     fn a_lost_probe_makes_its_path_look_slower_and_an_echo_measures_the_rtt() {
         let mut rlb = leaf(&ecmp_inner());
@@ -1191,11 +1210,16 @@ mod tests {
         };
         rlb.on_own_control(&mut sw.ctx(12_000), 2, &echo);
         assert_eq!(rlb.rtt(Time::from_us(12), Some(1), 3), Time::from_us(11));
+        // Answered: the sample stands until the next one, however old.
+        assert_eq!(rlb.rtt(Time::from_us(50), Some(1), 3), Time::from_us(11));
+        assert_eq!(rlb.counters.echoes, 1);
         // Ports that are not uplinks and intra-ToR packets have no RTT.
         assert_eq!(rlb.rtt(Time::ZERO, Some(1), 0), Time::ZERO);
         assert_eq!(rlb.rtt(Time::ZERO, None, 3), Time::ZERO);
     }
 
+    /// PFC prediction and the clearing CNM. Checked to fail with prediction disabled (no CNM)
+    /// and with no clearing CNM sent.
     #[test]
     fn a_ramping_ingress_queue_is_warned_before_it_pauses_and_cleared_when_it_drains() {
         let mut rlb = leaf(&ecmp_inner());
@@ -1252,18 +1276,74 @@ mod tests {
         assert_eq!(rlb.watched, vec![2, 3, 4, 5]);
     }
 
+    /// `warning_end = "expiry"`. Checked to fail with warnings that never expire upstream,
+    /// with no refresh of a lasting warning, and with prediction disabled.
     #[test]
-    fn expiry_mode_forgets_a_warning_that_is_not_refreshed() {
+    fn expiry_mode_refreshes_a_lasting_warning_and_forgets_one_that_is_not_refreshed() {
         let cfg = RlbConfig {
             warning_end: WarningEnd::Expiry,
             warning_ttl: Time::from_us(10),
             ..ecmp_inner()
         };
+        // The upstream side: a warning lasts warning_ttl after the CNM.
         let mut rlb = leaf(&cfg);
         let mut sw = TestSwitch::new(10);
         warn(&mut rlb, &mut sw, 3, 3);
         assert!(rlb.warned(3, 3, Time::from_us(9)));
         assert!(!rlb.warned(3, 3, Time::from_us(10)));
+        // The warning side: ingress (2, 3) pauses from 2 us to 20 us. A CNM at 2 us, then one
+        // every warning_ttl / 2 = 5 us (on the 2 us ticks: 8, 14, 20 us); no clearing CNM
+        // after the drain.
+        let mut mmu = Mmu::new(
+            9_000_000,
+            4_000,
+            3_000,
+            Threshold::Static { bytes: 100_000 },
+            true,
+            vec![50_000; 6],
+        );
+        let mut sent = Vec::new();
+        for tick in 1..=15u64 {
+            match tick {
+                1 => (0..110).for_each(|_| {
+                    mmu.arrive(2, 3, 1_000);
+                }),
+                11 => (0..110).for_each(|_| {
+                    mmu.release(2, 3, 1_000);
+                }),
+                _ => {}
+            }
+            let mut ctx = sw.ctx(tick * 2_000);
+            ctx.mmu = Some(&mmu);
+            rlb.predict(&mut ctx);
+            while let Some(a) = sw.actions.pop() {
+                assert_eq!(
+                    a,
+                    LbAction::SendOuterControl {
+                        port: 2,
+                        header: LbHeader {
+                            path_tag: 0,
+                            meta: cnm_meta(true, 3, 2)
+                        }
+                    }
+                );
+                sent.push(tick * 2);
+            }
+        }
+        assert_eq!(sent, [2, 8, 14, 20]);
+        assert_eq!((rlb.counters.cnm_warnings, rlb.counters.cnm_clears), (4, 0));
+        // Upstream, these CNMs keep the egress warned without a gap until 10 us after the
+        // last one.
+        let mut up = leaf(&cfg);
+        let mut at = 0;
+        for t_us in 2..=40u64 {
+            if sent.contains(&t_us) {
+                up.on_own_control(&mut sw.ctx(t_us * 1_000), 3, &cnm(cnm_meta(true, 3, 2)));
+                at = t_us;
+            }
+            let now = Time::from_us(t_us) + Time::from_ns(500);
+            assert_eq!(up.warned(3, 3, now), t_us < at + 10, "at {t_us}.5 us");
+        }
     }
 
     /// Recirculation limits, with a switch view holding a loopback (ports 6 and 7).
@@ -1276,72 +1356,138 @@ mod tests {
         leaf(&cfg)
     }
 
-    #[test]
-    fn max_recirculations_bounds_plain_rlb_and_n_rc_and_eq6_bound_rlb_star() {
-        use crate::sim::PortState;
-        let ports: Vec<PortState> = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
-        let mmu = Mmu::new(
+    fn mmu(threshold: u64) -> Mmu {
+        Mmu::new(
             9_000_000,
             4_000,
             3_000,
-            Threshold::Static { bytes: 100_000 },
+            Threshold::Static { bytes: threshold },
             true,
             vec![50_000; 8],
-        );
+        )
+    }
+
+    /// Recirculations of one packet admitted in a row, one t_rc apart, at a switch whose
+    /// loopback (ports 6 and 7) is empty: `gap` is the RTT gap that sent it round.
+    fn recirculate(rlb: &mut Rlb, mmu: &Mmu, gap: Time) -> u32 {
+        use crate::sim::PortState;
+        let ports: Vec<PortState> = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
         let pkt = data(2, 7);
         let mut sw = TestSwitch::new(10);
-        let mut run = |rlb: &mut Rlb, gap: Time, from_loop_first: bool| -> u32 {
-            let mut n = 0;
-            let mut t = 0;
-            loop {
-                let mut ctx = sw.ctx(t);
-                ctx.ports = &ports;
-                ctx.loopback = Some(6);
-                ctx.mmu = Some(&mmu);
-                let t_rc = Rlb::t_rc(&ctx, 6, &pkt);
-                let from_loop = n > 0 || from_loop_first;
-                if !rlb.admit_recirculation(&mut ctx, 6, &pkt, from_loop, gap, t_rc, Some(3)) {
-                    return n;
-                }
-                n += 1;
-                t += t_rc.ps() / 1_000;
-                assert!(n < 100);
+        let mut n = 0;
+        let mut t = 0;
+        loop {
+            let mut ctx = sw.ctx(t);
+            ctx.ports = &ports;
+            ctx.loopback = Some(6);
+            ctx.mmu = Some(mmu);
+            let t_rc = Rlb::t_rc(&ctx, 6, &pkt);
+            if !rlb.admit_recirculation(&mut ctx, 6, &pkt, n > 0, gap, t_rc, Some(3)) {
+                return n;
             }
-        };
+            n += 1;
+            t += t_rc.ps() / 1_000;
+            assert!(n < 100);
+        }
+    }
+
+    /// Checked to fail with each limit disabled in turn: `max_recirculations` ignored, N_rc
+    /// not applied, N_rc not computed from the buffer (always `max_recirculations`), the
+    /// growth term of eq. 4 left out, eq. 6 not checked.
+    #[test]
+    fn max_recirculations_bounds_plain_rlb_and_n_rc_and_eq6_bound_rlb_star() {
+        use crate::sim::PortState;
+        let roomy = mmu(100_000);
         // Plain RLB: max_recirculations, whatever the gap.
         let mut plain = recirc_leaf(false);
-        assert_eq!(run(&mut plain, Time::from_ms(1), false), 5);
+        assert_eq!(recirculate(&mut plain, &roomy, Time::from_ms(1)), 5);
         assert_eq!(plain.counters.refused_limit, 1);
         // RLB*: N_rc from the buffer room. Threshold 100 KB, empty queue, t_rc = 1048 B at
         // 40 Gbps + 200 ns = 409.6 ns, 2048 B per round: room for 48 rounds, capped at 5.
         let mut star = recirc_leaf(true);
-        assert_eq!(run(&mut star, Time::from_ms(1), false), 5);
+        assert_eq!(recirculate(&mut star, &roomy, Time::from_ms(1)), 5);
         assert_eq!(star.round.n_rc, 5);
         // RLB*, eq. 6: a gap of 1 us allows the delays 0.41 + 0.41 (<= 1), not a third.
         let mut star = recirc_leaf(true);
-        assert_eq!(run(&mut star, Time::from_us(1), false), 2);
+        assert_eq!(recirculate(&mut star, &roomy, Time::from_us(1)), 2);
         assert_eq!(star.counters.refused_delay, 1);
         // Plain RLB has no eq. 6.
         let mut plain = recirc_leaf(false);
-        assert_eq!(run(&mut plain, Time::from_us(1), false), 5);
-        // N_rc shrinks with the room: a threshold just above one round's bytes allows 1.
-        let tight = Mmu::new(
-            9_000_000,
-            4_000,
-            3_000,
-            Threshold::Static { bytes: 2_100 },
-            true,
-            vec![50_000; 8],
-        );
+        assert_eq!(recirculate(&mut plain, &roomy, Time::from_us(1)), 5);
+        // N_rc shrinks with the room: a threshold just above one round's bytes (2048 B)
+        // allows one recirculation per packet; plain RLB is not bound by it.
+        let tight = mmu(2_100);
         let mut star = recirc_leaf(true);
-        let mut ctx = sw.ctx(0);
+        assert_eq!(recirculate(&mut star, &tight, Time::from_ms(1)), 1);
+        assert_eq!(star.round.n_rc, 1);
+        assert_eq!(star.counters.refused_limit, 1);
+        let mut plain = recirc_leaf(false);
+        assert_eq!(recirculate(&mut plain, &tight, Time::from_ms(1)), 5);
+        // Eq. 4: the queue's growth over the last round comes off the room. A round starts on
+        // an empty loopback; at the next, 20 KB wait there: t_rc = 20 KB at 40 Gbps + 200 ns
+        // = 4.2 us, 21 KB per round; room 100 KB - 20 KB - 20 KB of growth: N_rc = 2 (3
+        // without the growth term).
+        let mut ports = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
+        let mut star = recirc_leaf(true);
+        let mut sw = TestSwitch::new(10);
+        let mut probe = data(2, 7);
+        probe.wire_bytes = 0;
+        {
+            let mut ctx = sw.ctx(0);
+            ctx.ports = &ports;
+            ctx.loopback = Some(6);
+            ctx.mmu = Some(&roomy);
+            star.start_round(&mut ctx, 6, &probe);
+        }
+        ports[6].set_test_queue_bytes(20_000);
+        let mut ctx = sw.ctx(1_000);
         ctx.ports = &ports;
         ctx.loopback = Some(6);
-        ctx.mmu = Some(&tight);
-        star.start_round(&mut ctx, 6, &pkt);
-        assert_eq!(star.round.n_rc, 1);
+        ctx.mmu = Some(&roomy);
+        star.start_round(&mut ctx, 6, &probe);
+        assert_eq!(star.round.t_rc, Time::from_ns(4_200));
+        assert_eq!(star.round.n_rc, 2);
     }
 
+    /// t_rc is read from the recirculation queue: with the loopback busy, the same RTT gap
+    /// that made the packet wait on an idle loopback makes it take p_s. Checked to fail with
+    /// t_rc computed without the queue.
+    #[test]
+    fn t_rc_is_the_recirculation_queue_s_delay_and_decides_against_the_rtt_gap() {
+        use crate::sim::PortState;
+        let roomy = mmu(100_000);
+        let mut ports = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
+        let mut rlb = leaf(&ecmp_inner());
+        let mut sw = TestSwitch::new(10);
+        let pkt = data(2, 7);
+        let cands = [2u16, 3, 4, 5];
+        let mut choose = |rlb: &mut Rlb, ports: &[PortState]| {
+            let mut ctx = sw.ctx(0);
+            ctx.ports = ports;
+            ctx.loopback = Some(6);
+            ctx.mmu = Some(&roomy);
+            let t_rc = Rlb::t_rc(&ctx, 6, &pkt);
+            (rlb.choose(&mut ctx, &pkt, &cands), t_rc)
+        };
+        // The inner choice p, then p warned, and p_s (the next candidate) 700 ns slower.
+        let (p, t_rc) = choose(&mut rlb, &ports);
+        assert_eq!(t_rc, Time::from_ps(409_600));
+        let ps = cands[(cands.iter().position(|&c| c == p).unwrap() + 1) % 4];
+        warn(&mut rlb, &mut TestSwitch::new(10), p, 3);
+        rlb.set_rtt(1, p, Time::from_us(10));
+        rlb.set_rtt(1, ps, Time::from_ns(10_700));
+        // Idle loopback: t_rc = 409.6 ns < 700 ns: the packet waits for p (recirculated).
+        assert_eq!(choose(&mut rlb, &ports), (6, Time::from_ps(409_600)));
+        // 2952 B queued at the loopback: t_rc = 4000 B at 40 Gbps + 200 ns = 1 us > 700 ns:
+        // waiting costs more than the slower path, the packet takes p_s.
+        ports[6].set_test_queue_bytes(2_952);
+        assert_eq!(choose(&mut rlb, &ports), (ps, Time::from_us(1)));
+        assert_eq!(rlb.counters.reroutes, 1);
+    }
+
+    /// Algorithm 2. Checked to fail with detection disabled, with a port flagged after one
+    /// round and only after three, with a flagged port not removed, and with a round below
+    /// the threshold not resetting the suspicion.
     #[test]
     fn algorithm2_removes_the_port_that_tops_two_rounds_in_a_row() {
         use crate::sim::PortState;

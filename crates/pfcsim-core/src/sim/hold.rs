@@ -194,6 +194,50 @@ impl Simulation {
         count == 1 && self.host_index[self.ports[out as usize].peer_node as usize] != u32::MAX
     }
 
+    /// A routed scheme message from `src` towards the ToR of `to_host`: the packet fields
+    /// every routed message has (the scheme's and the wrapping scheme's alike).
+    fn routed_message(
+        &self,
+        src: u32,
+        to_host: u32,
+        (sport, dport): (u16, u16),
+        header: LbHeader,
+    ) -> Packet {
+        let mut pkt = Packet::new(PacketKind::LbControl);
+        pkt.src = src;
+        pkt.dst = to_host;
+        pkt.sport = sport;
+        pkt.dport = dport;
+        pkt.seq = ROUTED;
+        pkt.lb = header;
+        pkt.wire_bytes = self.cfg.nic.control_bytes;
+        pkt
+    }
+
+    /// The local egress of switch `s` that routed message `pkt` takes by ECMP hash (`None`:
+    /// no route to its host, e.g. a failed link not yet routed around).
+    fn routed_egress(&self, s: u32, pkt: &Packet) -> Option<u16> {
+        let sw = &self.switches[s as usize];
+        let host = self.host_index[pkt.dst as usize] as usize;
+        let (offset, count) = sw.routes[host];
+        if count == 0 {
+            return None;
+        }
+        let pick = (flow_hash(pkt, sw.control_salt) % count as u64) as usize;
+        Some(sw.next_hops[offset as usize + pick])
+    }
+
+    /// Queues message `pkt` in queue `queue` of global egress `out`, counted as a scheme
+    /// message of that port.
+    fn send_message(&mut self, out: u32, queue: u8, pkt: Packet) {
+        let pid = self.arena.alloc(pkt);
+        let now = self.now;
+        let port = &mut self.ports[out as usize];
+        port.rec.lb_messages_sent += 1;
+        port.enqueue(queue, pid, self.arena.get_mut(pid), now);
+        self.try_send(out);
+    }
+
     /// Sends a routed message of the wrapping scheme (RLB) from switch `s` towards the ToR of
     /// `to_host`, out of local port `via` if given; see [`crate::lb::LbAction::SendOuterRouted`].
     #[allow(clippy::too_many_arguments)]
@@ -203,33 +247,19 @@ impl Simulation {
         via: Option<u16>,
         src: u32,
         to_host: u32,
-        (sport, dport): (u16, u16),
+        ports: (u16, u16),
         priority: u8,
         header: LbHeader,
     ) {
-        let sw = &mut self.switches[s as usize];
-        let mut pkt = Packet::new(PacketKind::LbControl);
-        pkt.src = src;
-        pkt.dst = to_host;
-        pkt.sport = sport;
-        pkt.dport = dport;
-        pkt.seq = ROUTED;
-        pkt.lb = header;
+        let mut pkt = self.routed_message(src, to_host, ports, header);
         pkt.cnp = true;
         pkt.priority = priority;
-        pkt.wire_bytes = self.cfg.nic.control_bytes;
-        let host = self.host_index[to_host as usize] as usize;
-        let (offset, count) = sw.routes[host];
-        if count == 0 {
-            return; // no route (a failed link not yet routed around)
-        }
-        let local = match via {
-            Some(port) => port,
-            None => {
-                let pick = (flow_hash(&pkt, sw.control_salt) % count as u64) as usize;
-                sw.next_hops[offset as usize + pick]
-            }
+        // No route: a failed link not yet routed around.
+        let Some(hashed) = self.routed_egress(s, &pkt) else {
+            return;
         };
+        let local = via.unwrap_or(hashed);
+        let sw = &mut self.switches[s as usize];
         let out = sw.ports.start + local as u32;
         if self.faults.port_down.get(out as usize) == Some(&true) {
             return; // the link is down
@@ -247,17 +277,7 @@ impl Simulation {
                 }
             }
         }
-        let pid = self.arena.alloc(pkt);
-        let now = self.now;
-        let port = &mut self.ports[out as usize];
-        port.rec.lb_messages_sent += 1;
-        let queue = if priority != CONTROL_PRIO {
-            priority
-        } else {
-            CONTROL_PRIO
-        };
-        port.enqueue(queue, pid, self.arena.get_mut(pid), now);
-        self.try_send(out);
+        self.send_message(out, priority, pkt);
     }
 
     /// Sends a routed scheme message from switch `s` towards the ToR of `to_host`.
@@ -269,24 +289,16 @@ impl Simulation {
         dport: u16,
         header: LbHeader,
     ) {
-        let sw = &self.switches[s as usize];
-        let mut pkt = Packet::new(PacketKind::LbControl);
-        pkt.src = sw.node;
-        pkt.dst = to_host;
-        pkt.sport = sport;
-        pkt.dport = dport;
-        pkt.seq = ROUTED;
-        pkt.lb = header;
-        pkt.wire_bytes = self.cfg.nic.control_bytes;
-        let host = self.host_index[to_host as usize] as usize;
-        let (offset, count) = sw.routes[host];
-        let pick = (flow_hash(&pkt, sw.control_salt) % count as u64) as usize;
-        let out = sw.ports.start + sw.next_hops[offset as usize + pick] as u32;
-        let pid = self.arena.alloc(pkt);
-        let now = self.now;
-        let port = &mut self.ports[out as usize];
-        port.rec.lb_messages_sent += 1;
-        port.enqueue(CONTROL_PRIO, pid, self.arena.get_mut(pid), now);
-        self.try_send(out);
+        let pkt = self.routed_message(
+            self.switches[s as usize].node,
+            to_host,
+            (sport, dport),
+            header,
+        );
+        let Some(local) = self.routed_egress(s, &pkt) else {
+            return; // no route (a failed link not yet routed around)
+        };
+        let out = self.switches[s as usize].ports.start + local as u32;
+        self.send_message(out, CONTROL_PRIO, pkt);
     }
 }

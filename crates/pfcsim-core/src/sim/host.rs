@@ -187,6 +187,12 @@ impl FlowState {
         self.expected
     }
 
+    /// The byte the receiver last sent a NACK for (`u64::MAX`: none yet; unit tests).
+    #[cfg(test)]
+    pub(super) fn last_nack(&self) -> u64 {
+        self.last_nack
+    }
+
     /// What host-side schemes see of the flow.
     fn info(&self) -> FlowInfo {
         FlowInfo {

@@ -201,6 +201,12 @@ impl PortState {
         self.peer_node
     }
 
+    /// Sets the bytes waiting in this egress (unit tests of schemes that read queue lengths).
+    #[cfg(test)]
+    pub(crate) fn set_test_queue_bytes(&mut self, bytes: u64) {
+        self.total_queue_bytes = bytes;
+    }
+
     /// `n` idle ports of one switch (node 0) with links of `rate_bps` and `delay`, the port
     /// `i` leading to node `100 + i`: views for unit tests of schemes.
     #[cfg(test)]

@@ -168,3 +168,132 @@ impl Simulation {
         self.flush_held(h, f as usize);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The resequencer in isolation: packets of one flow are handed to it at chosen times and
+    //! its timer events are fired when due, with no traffic in the fabric.
+    use super::*;
+    use crate::packet::PacketKind;
+
+    /// Presto with flowcells of 4 packets (4000 B) and a 10 us timeout; one 16 KB flow from
+    /// host 0 to host 2 that starts after the test (its sender stays idle).
+    fn sim() -> Simulation {
+        let text = r#"
+            seed = 1
+            [topology]
+            kind = "leaf_spine"
+            leaves = 2
+            spines = 2
+            hosts_per_leaf = 2
+            host_link = { rate = "100Gbps", delay = "1us" }
+            fabric_link = { rate = "100Gbps", delay = "1us" }
+            [cc]
+            kind = "none"
+            [lb]
+            scheme = "presto"
+            flowcell = "4KB"
+            reorder_timeout = "10us"
+            [[traffic]]
+            kind = "scripted"
+            flows = [{ src = 0, dst = 2, size = "16KB", start = "1s" }]
+        "#;
+        let spec =
+            crate::spec::Spec::from_toml(text, "reseq.toml").unwrap_or_else(|e| panic!("{e}"));
+        let sc = crate::spec::Scenario::prepare(spec, std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let sim = crate::run::build_simulation(sc).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sim.reseq.as_ref().unwrap().rule.flowcell, 4_000);
+        sim
+    }
+
+    /// Fires flow 0's resequencing timer at every time it is due up to `until`, as the event
+    /// loop would.
+    fn fire_due(sim: &mut Simulation, until: Time) {
+        loop {
+            let at = sim.reseq.as_ref().unwrap().flows[0].timer_at;
+            if at > until {
+                return;
+            }
+            sim.now = at;
+            sim.reseq_timeout(0);
+        }
+    }
+
+    /// Data packet `seq` (1000 B of payload) of flow 0 reaches host 2 at `at_ns`.
+    fn arrive(sim: &mut Simulation, at_ns: u64, seq: u64) {
+        let at = Time::from_ns(at_ns);
+        fire_due(sim, at);
+        sim.now = at;
+        let mut p = Packet::new(PacketKind::Data);
+        (p.flow, p.src, p.dst, p.seq, p.payload, p.wire_bytes) = (0, 0, 2, seq, 1000, 1048);
+        let h = sim.host_index[2];
+        sim.resequence(h, &p);
+    }
+
+    fn held(sim: &Simulation) -> usize {
+        sim.reseq.as_ref().unwrap().flows[0].held.len()
+    }
+
+    fn counts(sim: &Simulation) -> (u64, u64) {
+        let r = sim.reseq.as_ref().unwrap();
+        (r.resequenced, r.flushed)
+    }
+
+    /// A held packet of the flowcell the expected byte has just entered, with a hole before
+    /// it, is a loss inside that flowcell: it goes to the transport (and go-back-N) at once,
+    /// not at the timeout. Checked to fail with the flowcell test of `release_in_order`
+    /// removed (the packet then stays held until the timeout).
+    #[test]
+    fn a_hole_inside_the_expected_flowcell_goes_to_go_back_n_at_once() {
+        let mut sim = sim();
+        // Packet 5 (flowcell 1) arrives first: held.
+        arrive(&mut sim, 0, 5_000);
+        assert_eq!(held(&sim), 1);
+        // Packets 0..3 complete flowcell 0; packet 4 is lost. The expected byte (4000) is now
+        // in flowcell 1, like the held packet: released at once, out of order.
+        for seq in 0..4 {
+            arrive(&mut sim, 1_000, seq * 1_000);
+        }
+        assert_eq!(sim.flows[0].expected(), 4_000);
+        assert_eq!(held(&sim), 0, "released at 1 us, 9 us before the timeout");
+        assert_eq!(counts(&sim), (1, 0));
+        // The transport saw it ahead of the expected byte: discarded, a NACK for byte 4000.
+        assert_eq!(sim.payload_discarded, 1_000);
+        assert_eq!(sim.flows[0].last_nack(), 4_000);
+        // No timer is left to flush anything.
+        fire_due(&mut sim, Time::from_ms(1));
+        assert_eq!(counts(&sim), (1, 0));
+    }
+
+    /// The timeout counts from the last move of the expected byte, not from when the packet
+    /// was held: a flowcell that trickles in, every gap shorter than the timeout but the
+    /// whole longer, is resequenced without a flush. The timeout still fires when the expected
+    /// byte stops moving. Checked to fail with the restart removed from `release_in_order`
+    /// (restarted only when a held packet is released: the held packet is then flushed at
+    /// 10 us, out of order).
+    #[test]
+    fn the_timeout_restarts_when_the_expected_byte_moves() {
+        let mut sim = sim();
+        // Packet 8 (flowcell 2) is held at 0 (deadline 10 us).
+        arrive(&mut sim, 0, 8_000);
+        // Packets 0, 1, 2 every 6 us, then 3..7 at 24 us: 24 us in all, 6 us between moves.
+        for (at_us, seq) in [(6, 0), (12, 1), (18, 2)] {
+            arrive(&mut sim, at_us * 1_000, seq * 1_000);
+            assert_eq!(held(&sim), 1, "still held at {at_us} us");
+        }
+        for seq in 3..8 {
+            arrive(&mut sim, 24_000, seq * 1_000);
+        }
+        assert_eq!(sim.flows[0].expected(), 9_000);
+        assert_eq!(counts(&sim), (1, 0), "resequenced, never flushed");
+        assert_eq!(sim.payload_discarded, 0, "the transport saw it in order");
+        // Packet 12 (flowcell 3) is held at 30 us, and nothing moves: flushed at 40 us.
+        arrive(&mut sim, 30_000, 12_000);
+        fire_due(&mut sim, Time::from_ns(39_999));
+        assert_eq!(held(&sim), 1);
+        fire_due(&mut sim, Time::from_us(40));
+        assert_eq!((held(&sim), counts(&sim)), (0, (1, 1)));
+        assert_eq!(sim.payload_discarded, 1_000);
+    }
+}
