@@ -306,6 +306,8 @@ def _claim_value(claim: Claim, runs: pd.DataFrame, conditions: list[str]) -> flo
         for baseline in baselines:
             base = normalized(per_condition(baseline), claim.normalize)
             ours, base = values.align(base, join="inner")
+            # Against a baseline of 0 a reduction or ratio is undefined: that condition drops.
+            base = base.where(base != 0)
             compared.append(1 - ours / base if claim.compare == "reduction" else ours / base)
         values = pd.concat(compared, ignore_index=True)
     values = values.dropna()

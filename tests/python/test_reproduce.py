@@ -172,6 +172,21 @@ def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root:
     assert claim["ratio"] == pytest.approx(expected / 0.10)
 
 
+def test_a_reduction_against_a_baseline_of_zero_has_no_value(root: Path) -> None:
+    # ECMP never reorders packets: RPS against it has no ratio (not an infinite one).
+    text = TINY_EXPERIMENT + (
+        '\n[[claim]]\ntext = "reordering against ECMP"\nmetric = "ooo_ratio"\n'
+        'compare = "ratio"\nseries = "rps"\nbaseline = "ecmp"\n'
+    )
+    (root / "demo" / "tiny" / "experiment.toml").write_text(text)
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    result = reproduce.reproduce(experiment, quick=True, out=root.parent / "store", workers=2)
+    runs = pfcsim.open_store(result.store).runs
+    assert (runs.loc[runs["scheme"] == "ecmp", "ooo_ratio"] == 0).all()
+    assert runs.loc[runs["scheme"] == "rps", "ooo_ratio"].mean() > 0
+    assert result.claims[-1]["ours"] is None
+
+
 def test_parameters_some_series_lack_do_not_split_the_conditions(root: Path) -> None:
     # `lb.flowlet_timeout` is 100us for LetFlow, 50us for HULA and NULL for ECMP, which has
     # no such key: it follows the series, so LetFlow and ECMP are still compared per load.
