@@ -401,13 +401,14 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
     assert request.y is not None, "checked in draw"
     panels = _panel_values(runs, request.panels) if request.panels else [None]
     figure, axes = _panels(len(panels), sharey=False)
+    # Bars: the same categories and series, in the same order, in every panel.
+    categories = _categories(runs, request.x)
+    names = _series_values(runs, SERIES)
     for ax, value in zip(axes, panels, strict=True):
         chosen = runs if value is None else runs[runs[request.panels] == value]
         if request.kind == "lines":
             _lines(ax, chosen, request, request.y)
         else:
-            categories = _categories(chosen, request.x)
-            names = _series_values(chosen, SERIES)
             width = 0.8 / max(len(names), 1)
             for i, series in enumerate(names):
                 means = chosen[chosen[SERIES] == series].groupby(request.x)[request.y].mean()
@@ -416,6 +417,9 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
                 offsets = np.arange(len(categories)) + (i - (len(names) - 1) / 2) * width
                 ax.bar(offsets, heights, width=width, label=series)
             ax.set_xticks(np.arange(len(categories)), [str(c) for c in categories])
+            if not all(_sort_key(c)[0] == 0 for c in categories):
+                # Text categories (scheme names) are long: slant them so they do not overlap.
+                ax.tick_params(axis="x", labelrotation=30)
             ax.set_xlabel(request.xlabel or _label(request.x, runs))
             ax.grid(True, axis="y", alpha=0.3)
             ax.legend(title=_series_title(request), fontsize="small")

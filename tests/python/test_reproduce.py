@@ -159,6 +159,13 @@ def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
     by_scheme = dataclasses.replace(lines, x="scheme")
     axes = plots._generic(store, runs, by_scheme).axes[0]
     assert {t.get_rotation() for t in axes.get_xticklabels()} == {30.0}
+    # Bars likewise, with the same categories in every panel.
+    bars = dataclasses.replace(by_scheme, kind="bars", panels="seed")
+    figure = plots._generic(store, runs, bars)
+    ticks = [[t.get_text() for t in ax.get_xticklabels()] for ax in figure.axes]
+    assert ticks[0] == ticks[1]
+    assert sorted(ticks[0]) == ["ecmp", "rps"]
+    assert {t.get_rotation() for ax in figure.axes for t in ax.get_xticklabels()} == {30.0}
 
 
 def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root: Path) -> None:
