@@ -471,7 +471,13 @@ impl Rlb {
         };
         let inner = cfg.inner.instantiate(fabric);
         let piggyback = cfg.piggybacks() && n_up > 0;
-        let per_tor = |n: usize| if piggyback { n * fabric.tors as usize } else { 0 };
+        let per_tor = |n: usize| {
+            if piggyback {
+                n * fabric.tors as usize
+            } else {
+                0
+            }
+        };
         Rlb {
             piggyback,
             inner_acks: cfg.inner.sees_acks(),
@@ -805,6 +811,17 @@ impl Rlb {
             }
             _ => sample,
         }
+    }
+
+    /// The latest RTT sample of egress `port` towards ToR `dst_tor` (`None`: not measured
+    /// yet, or not an uplink of a ToR).
+    pub fn measured_rtt(&self, dst_tor: u32, port: u16) -> Option<Time> {
+        let up = *self.uplink_index.get(port as usize)?;
+        if up == u8::MAX {
+            return None;
+        }
+        let path = self.paths.get(dst_tor as usize * self.n_up + up as usize)?;
+        (path.sample > Time::ZERO).then_some(path.sample)
     }
 
     /// Sets a measured RTT sample (unit tests).
@@ -1369,6 +1386,105 @@ mod tests {
         // Ports that are not uplinks and intra-ToR packets have no RTT.
         assert_eq!(rlb.rtt(Time::ZERO, Some(1), 0), Time::ZERO);
         assert_eq!(rlb.rtt(Time::ZERO, None, 3), Time::ZERO);
+    }
+
+    fn no_message(sw: &mut TestSwitch) {
+        assert!(
+            sw.actions
+                .drain(..)
+                .all(|a| matches!(a, LbAction::SetTimer { .. })),
+            "piggybacking sends nothing"
+        );
+    }
+
+    #[test]
+    fn a_timestamp_rides_a_data_packet_out_and_any_packet_back_and_measures_the_rtt() {
+        let mut src = leaf(&ecmp_inner());
+        let mut dst = leaf(&ecmp_inner());
+        dst.my_tor = Some(1);
+        let mut sw = TestSwitch::new(10);
+        // A data packet to ToR 1 leaves uplink 3: stamped (the send time), no message sent.
+        let mut a = data(2, 0);
+        src.on_dequeue(&mut sw.ctx(1_000), 3, &mut a);
+        assert_ne!(a.outer.stamp, 0);
+        assert_eq!(src.counters.stamps, 1);
+        no_message(&mut sw);
+        // Not again on that path within the period (one base RTT, 8 us); another path is due.
+        let mut b = data(2, 1);
+        src.on_dequeue(&mut sw.ctx(2_000), 3, &mut b);
+        assert_eq!(b.outer.stamp, 0);
+        src.on_dequeue(&mut sw.ctx(2_000), 4, &mut b);
+        assert_ne!(b.outer.stamp, 0);
+        // Not on a host port, not for a local host, not on an ACK.
+        let mut c = data(1, 2);
+        src.on_dequeue(&mut sw.ctx(3_000), 5, &mut c);
+        let mut d = data(2, 3);
+        src.on_dequeue(&mut sw.ctx(3_000), 0, &mut d);
+        let mut ack = Packet::new(PacketKind::Ack);
+        (ack.src, ack.dst) = (0, 2);
+        src.on_dequeue(&mut sw.ctx(3_000), 5, &mut ack);
+        assert_eq!((c.outer.stamp, d.outer.stamp, ack.outer.stamp), (0, 0, 0));
+        no_message(&mut sw);
+        // The destination leaf holds them (b arrives first), clearing the header.
+        dst.on_arrival(&mut sw.ctx(5_000), &mut b);
+        dst.on_arrival(&mut sw.ctx(6_000), &mut a);
+        assert_eq!((a.outer.stamp, b.outer.stamp), (0, 0));
+        // Any packet towards ToR 0 takes one back, the longest held first: an ACK on
+        // uplink 2 takes b's, a data packet on uplink 5 a's; a third gets nothing.
+        let mut back = [Packet::new(PacketKind::Ack), data(0, 9), data(0, 10)];
+        for p in back.iter_mut() {
+            (p.src, p.dst) = (2, 0);
+        }
+        dst.on_dequeue(&mut sw.ctx(7_000), 2, &mut back[0]);
+        dst.on_dequeue(&mut sw.ctx(7_000), 5, &mut back[1]);
+        dst.on_dequeue(&mut sw.ctx(7_000), 5, &mut back[2]);
+        let stamp_of = |up: u32, ns: u32| STAMP_VALID | up << TS_BITS | ns;
+        assert_eq!(back[0].outer.echo, stamp_of(2, 2_000));
+        assert_eq!(back[1].outer.echo, stamp_of(1, 1_000));
+        assert_eq!(back[2].outer.echo, 0);
+        no_message(&mut sw);
+        // The source leaf: RTT = arrival - send time, per uplink.
+        src.on_arrival(&mut sw.ctx(12_000), &mut back[1]);
+        src.on_arrival(&mut sw.ctx(13_000), &mut back[0]);
+        assert_eq!(back[0].outer.echo, 0);
+        assert_eq!(src.measured_rtt(1, 3), Some(Time::from_us(11)));
+        assert_eq!(src.measured_rtt(1, 4), Some(Time::from_us(11)));
+        assert_eq!(src.measured_rtt(1, 2), None);
+        assert_eq!(src.counters.stamp_returns, 2);
+        // A timestamp held longer than half the wrap is dropped, not returned.
+        let mut e = data(2, 4);
+        src.on_dequeue(&mut sw.ctx(20_000), 2, &mut e);
+        dst.on_arrival(&mut sw.ctx(21_000), &mut e);
+        let mut late = data(0, 11);
+        (late.src, late.dst) = (2, 0);
+        dst.on_dequeue(&mut sw.ctx(21_000 + 2_200_000), 2, &mut late);
+        assert_eq!(late.outer.echo, 0);
+    }
+
+    #[test]
+    fn silence_slows_a_path_only_once_later_timestamps_came_back() {
+        let mut src = leaf(&ecmp_inner());
+        let mut sw = TestSwitch::new(10);
+        let base = Time::from_us(8);
+        // Uplink 3 stamped at 1 us, never answered: with nothing back from ToR 1 at all, no
+        // evidence: it keeps the base RTT (a path without traffic back must not look slow).
+        let mut a = data(2, 0);
+        src.on_dequeue(&mut sw.ctx(1_000), 3, &mut a);
+        assert_eq!(src.rtt(Time::from_us(50), Some(1), 3), base);
+        // Uplink 4 stamped at 2 us and answered at 12 us: ToR 1 does send packets back, so
+        // uplink 3's stamp is overdue: its RTT is at least its age.
+        let mut b = data(2, 1);
+        src.on_dequeue(&mut sw.ctx(2_000), 4, &mut b);
+        let mut back = data(0, 0);
+        (back.src, back.dst, back.outer.echo) = (2, 0, b.outer.stamp);
+        src.on_arrival(&mut sw.ctx(12_000), &mut back);
+        assert_eq!(src.rtt(Time::from_us(12), Some(1), 4), Time::from_us(10));
+        assert_eq!(src.rtt(Time::from_us(50), Some(1), 3), Time::from_us(49));
+        // Its own answer clears it.
+        let mut back = data(0, 1);
+        (back.src, back.dst, back.outer.echo) = (2, 0, a.outer.stamp);
+        src.on_arrival(&mut sw.ctx(60_000), &mut back);
+        assert_eq!(src.rtt(Time::from_us(70), Some(1), 3), Time::from_us(59));
     }
 
     #[test]
