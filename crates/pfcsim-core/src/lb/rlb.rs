@@ -21,14 +21,18 @@
 //!   is decided again, inner scheme included), else p becomes p_s and is checked again. The
 //!   packet leaves on the first candidate without a warning. If every candidate is warned the
 //!   packet is recirculated if allowed, else it takes p.
-//! * **Path RTT** (V, "as Hermes"), at ToRs for packets to other ToRs: per (destination ToR,
-//!   uplink), at most once per `rtt_period` (default one base RTT) the source ToR picks the
-//!   data packet it is sending (or evaluating as p_s) and sends a 64-byte probe out of that
-//!   uplink with the packet's addresses, ports and priority: it queues and is paused as that
-//!   data, so it measures the path's queueing. The destination ToR echoes it (strict
-//!   priority, ECMP back); RTT = echo arrival - probe departure. A probe not yet answered
-//!   raises the path's RTT to its age (a lost probe makes the path look ever slower). Other
-//!   switches have no RTTs: there the RTT gap is 0 and a warned packet is rerouted.
+//! * **Path RTT** (V), at ToRs for packets to other ToRs, per (destination ToR, uplink), at
+//!   most once per `rtt_period` (default one base RTT). Default `rtt_measurement =
+//!   "piggyback"`, the prototype's: the source ToR writes the send time into the `outer`
+//!   header of a data packet as it leaves the uplink; the destination ToR takes it off at
+//!   arrival and returns it on the next packet (data, ACK or NACK) it sends towards the
+//!   source ToR, by any path (the stamp held longest first); RTT = arrival - send time. No
+//!   packet is added. An unanswered stamp raises its path's RTT to its age only once a stamp
+//!   sent later to that ToR came back (a path without traffic back must not look slow).
+//!   `"probe"`: a 64-byte probe with the picked packet's addresses, ports and priority,
+//!   queued and paused as that data, echoed by the destination ToR (strict priority, ECMP
+//!   back); an unanswered probe raises the path's RTT to its age. Other switches have no
+//!   RTTs: there the RTT gap is 0 and a warned packet is rerouted.
 //! * **Recirculation** is physical (`[switch.loopback]`): the packet is serialized on the
 //!   loopback, charged to the buffer, and comes back on the loopback's far end. t_rc is read
 //!   from the recirculation queue as the prototype does: (bytes queued at the loopback + the
@@ -49,9 +53,8 @@
 //! a collision loses the older entry's state (its packet counts as recirculated once).
 //!
 //! Not modelled: the prototype's match-action pipeline latency, CNM forwarding hop by hop by
-//! MAC address (the CNM goes straight to the neighbour, which is the upstream switch), the
-//! piggybacking of RTT timestamps on data packets (a probe stands for the picked packet),
-//! per-port detection counters reset other than by Algorithm 2.
+//! MAC address (the CNM goes straight to the neighbour, which is the upstream switch), a
+//! stamp's way back only through the same spine (any path is taken), per-port detection counters reset other than by Algorithm 2.
 
 use super::{pinned_choice, LbAction, LbConfig, LbCtx, LbFabric, PortDir, SwitchLb, OUTER_TIMER};
 use crate::engine::mix64;
