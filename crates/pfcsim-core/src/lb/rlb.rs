@@ -54,7 +54,8 @@
 //!
 //! Not modelled: the prototype's match-action pipeline latency, CNM forwarding hop by hop by
 //! MAC address (the CNM goes straight to the neighbour, which is the upstream switch), a
-//! stamp's way back only through the same spine (any path is taken), per-port detection counters reset other than by Algorithm 2.
+//! stamp's way back only through the same spine (any path is taken), per-port detection
+//! counters reset other than by Algorithm 2.
 
 use super::{pinned_choice, LbAction, LbConfig, LbCtx, LbFabric, PortDir, SwitchLb, OUTER_TIMER};
 use crate::engine::mix64;
@@ -595,7 +596,7 @@ impl Rlb {
                 if now.saturating_sub(h.at) > STAMP_STALE {
                     h.word = 0;
                     self.held_count[t] -= 1;
-                } else if oldest.is_none_or(|(at, _)| h.at < at) {
+                } else if oldest.map_or(true, |(at, _)| h.at < at) {
                     oldest = Some((h.at, i));
                 }
             }
