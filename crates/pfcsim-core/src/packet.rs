@@ -63,7 +63,18 @@ pub struct LbHeader {
     pub meta: u32,
 }
 
-/// One packet: 64 bytes, one cache line.
+/// Header fields of a wrapping scheme (RLB's path-RTT timestamps), apart from the inner
+/// scheme's [`LbHeader`] so that the two never mix. 0 means "nothing carried".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OuterHeader {
+    /// A timestamp on its way from the source leaf to the destination leaf.
+    pub stamp: u32,
+    /// A timestamp on its way back, piggybacked by the destination leaf.
+    pub echo: u32,
+}
+
+/// One packet: 72 bytes (64, one cache line, before RLB's [`OuterHeader`]: its 8 bytes are
+/// carried by every packet of every scheme, in the arena and in every copy).
 #[derive(Clone, Copy, Debug)]
 pub struct Packet {
     /// Data: first payload byte. ACK/NACK: next byte the receiver expects.
@@ -82,6 +93,8 @@ pub struct Packet {
     /// Time this packet has spent in PFC-paused queues so far, in nanoseconds.
     pub pfc_wait_ns: u32,
     pub lb: LbHeader,
+    /// The wrapping scheme's header fields (RLB's piggybacked RTT timestamps).
+    pub outer: OuterHeader,
     /// Switch hops a data packet has taken so far (incremented at every switch egress).
     pub hop: u8,
     pub kind: PacketKind,
@@ -119,6 +132,7 @@ impl Packet {
             pause_mark: 0,
             pfc_wait_ns: 0,
             lb: LbHeader::default(),
+            outer: OuterHeader::default(),
             hop: 0,
             kind,
             priority: 0,
@@ -184,8 +198,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_packet_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<Packet>(), 64);
+    fn a_packet_is_one_cache_line_and_the_outer_header() {
+        assert_eq!(std::mem::size_of::<Packet>(), 72);
     }
 
     #[test]

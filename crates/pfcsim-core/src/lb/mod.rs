@@ -37,7 +37,8 @@
 //! Wrapping: a scheme may wrap another (RLB wraps any switch-side scheme, `[lb.inner]`). The
 //! wrapper's own messages travel as [`LbAction::SendOuterControl`] and
 //! [`LbAction::SendOuterRouted`] and arrive at `on_outer_control`, so the inner scheme's
-//! messages and the wrapper's never mix. A scheme whose [`LbConfig::sees_pinned`] is true is
+//! messages and the wrapper's never mix; its header fields are the packet's `outer` (RLB's
+//! piggybacked timestamps, read at arrival by `on_outer_arrival`). A scheme whose [`LbConfig::sees_pinned`] is true is
 //! asked to `choose` even for a data packet whose path the sender pinned (see
 //! [`pinned_choice`]): the pinned candidate becomes its input instead of the switch's answer.
 //! A wrapper's timer tokens have bit 63 set ([`OUTER_TIMER`]); inner schemes never set it.
@@ -75,7 +76,7 @@ pub use hermes::{Hermes, HermesConfig};
 pub use hula::{Hula, HulaConfig};
 pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
 pub use presto::{Presto, PrestoConfig, Resequencing};
-pub use rlb::{Rlb, RlbConfig, RlbCounters, WarningEnd};
+pub use rlb::{Rlb, RlbConfig, RlbCounters, RttMeasurement, WarningEnd};
 pub use rps::{Rps, RpsConfig};
 
 /// Largest accepted `table_size` of a scheme's flow or flowlet table.
@@ -415,9 +416,16 @@ impl LbConfig {
     pub fn sees_acks(&self) -> bool {
         match self {
             LbConfig::Conga(c) => c.feedback_on_acks,
-            LbConfig::Rlb(c) => c.inner.sees_acks(),
+            LbConfig::Rlb(c) => c.inner.sees_acks() || c.piggybacks(),
             _ => false,
         }
+    }
+
+    /// Whether switches show the scheme every data packet, ACK and NACK that arrives carrying
+    /// an [`crate::packet::OuterHeader`] field (`on_outer_arrival`): RLB with piggybacked RTT
+    /// timestamps. False for every other scheme: their data path has no extra test.
+    pub fn reads_outer_header(&self) -> bool {
+        matches!(self, LbConfig::Rlb(c) if c.piggybacks())
     }
 
     /// Whether part of the scheme runs at the hosts ([`LbConfig::host_side`]).
@@ -542,6 +550,16 @@ impl SwitchLb {
             SwitchLb::ConWeave(s) => s.on_ingress(ctx, pkt, candidates),
             SwitchLb::Rlb(s) => s.inner.on_ingress(ctx, pkt, candidates),
             _ => Ingress::Forward,
+        }
+    }
+
+    /// A packet carrying an [`crate::packet::OuterHeader`] field arrived
+    /// (only for schemes whose [`LbConfig::reads_outer_header`] is true): the wrapper reads
+    /// and clears what is meant for this switch.
+    #[inline]
+    pub fn on_outer_arrival(&mut self, ctx: &mut LbCtx, pkt: &mut Packet) {
+        if let SwitchLb::Rlb(s) = self {
+            s.on_arrival(ctx, pkt);
         }
     }
 

@@ -21,14 +21,18 @@
 //!   is decided again, inner scheme included), else p becomes p_s and is checked again. The
 //!   packet leaves on the first candidate without a warning. If every candidate is warned the
 //!   packet is recirculated if allowed, else it takes p.
-//! * **Path RTT** (V, "as Hermes"), at ToRs for packets to other ToRs: per (destination ToR,
-//!   uplink), at most once per `rtt_period` (default one base RTT) the source ToR picks the
-//!   data packet it is sending (or evaluating as p_s) and sends a 64-byte probe out of that
-//!   uplink with the packet's addresses, ports and priority: it queues and is paused as that
-//!   data, so it measures the path's queueing. The destination ToR echoes it (strict
-//!   priority, ECMP back); RTT = echo arrival - probe departure. A probe not yet answered
-//!   raises the path's RTT to its age (a lost probe makes the path look ever slower). Other
-//!   switches have no RTTs: there the RTT gap is 0 and a warned packet is rerouted.
+//! * **Path RTT** (V), at ToRs for packets to other ToRs, per (destination ToR, uplink), at
+//!   most once per `rtt_period` (default one base RTT). Default `rtt_measurement =
+//!   "piggyback"`, the prototype's: the source ToR writes the send time into the `outer`
+//!   header of a data packet as it leaves the uplink; the destination ToR takes it off at
+//!   arrival and returns it on the next packet (data, ACK or NACK) it sends towards the
+//!   source ToR, by any path (the stamp held longest first); RTT = arrival - send time. No
+//!   packet is added. An unanswered stamp raises its path's RTT to its age only once a stamp
+//!   sent later to that ToR came back (a path without traffic back must not look slow).
+//!   `"probe"`: a 64-byte probe with the picked packet's addresses, ports and priority,
+//!   queued and paused as that data, echoed by the destination ToR (strict priority, ECMP
+//!   back); an unanswered probe raises the path's RTT to its age. Other switches have no
+//!   RTTs: there the RTT gap is 0 and a warned packet is rerouted.
 //! * **Recirculation** is physical (`[switch.loopback]`): the packet is serialized on the
 //!   loopback, charged to the buffer, and comes back on the loopback's far end. t_rc is read
 //!   from the recirculation queue as the prototype does: (bytes queued at the loopback + the
@@ -49,9 +53,9 @@
 //! a collision loses the older entry's state (its packet counts as recirculated once).
 //!
 //! Not modelled: the prototype's match-action pipeline latency, CNM forwarding hop by hop by
-//! MAC address (the CNM goes straight to the neighbour, which is the upstream switch), the
-//! piggybacking of RTT timestamps on data packets (a probe stands for the picked packet),
-//! per-port detection counters reset other than by Algorithm 2.
+//! MAC address (the CNM goes straight to the neighbour, which is the upstream switch), a
+//! stamp's way back only through the same spine (any path is taken), per-port detection
+//! counters reset other than by Algorithm 2.
 
 use super::{pinned_choice, LbAction, LbConfig, LbCtx, LbFabric, PortDir, SwitchLb, OUTER_TIMER};
 use crate::engine::mix64;
@@ -71,6 +75,20 @@ pub enum WarningEnd {
     /// The upstream switch forgets a warning `warning_ttl` after the last CNM; the warning
     /// switch refreshes it every `warning_ttl / 2` while PFC is still predicted.
     Expiry,
+}
+
+/// How path RTTs are measured between leaves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RttMeasurement {
+    /// The prototype's (section V): the source leaf writes the send time into the header of a
+    /// data packet it sends on the uplink, the destination leaf returns it on the next packet
+    /// (data, ACK or NACK) it sends towards the source leaf, by any path. No extra packets.
+    #[default]
+    Piggyback,
+    /// A 64-byte probe in the data priority per measurement, echoed by the destination leaf:
+    /// paths are measured even with no traffic back, at the cost of bandwidth and buffer.
+    Probe,
 }
 
 /// RLB parameters (`[lb]` with `scheme = "rlb"`, the wrapped scheme in `[lb.inner]`).
@@ -106,9 +124,13 @@ pub struct RlbConfig {
     /// points at a suspect egress (default 3; the paper gives no value). Valid: above 0 and
     /// below `max_recirculations`.
     pub fault_threshold: f64,
-    /// Least time between two RTT probes of one (destination ToR, uplink) (default 0: the
-    /// base RTT to that ToR, the prototype's "one base RTT"). Valid: 0..=10ms.
+    /// Least time between two RTT measurements (stamps or probes) of one (destination ToR,
+    /// uplink) (default 0: the base RTT to that ToR, the prototype's "one base RTT").
+    /// Valid: 0..=10ms.
     pub rtt_period: Time,
+    /// How path RTTs are measured (default `piggyback`, the prototype's; `probe`: probe
+    /// packets, the measurement of earlier versions).
+    pub rtt_measurement: RttMeasurement,
     /// Entries of the per-switch table of recirculating packets (default 4096).
     /// Valid: 1..=16,777,216.
     pub table_size: u32,
@@ -130,6 +152,7 @@ impl Default for RlbConfig {
             max_recirculations: 8,
             fault_threshold: 3.0,
             rtt_period: Time::ZERO,
+            rtt_measurement: RttMeasurement::Piggyback,
             table_size: 4096,
             inner: Box::new(LbConfig::Drill(super::DrillConfig::default())),
         }
@@ -137,6 +160,11 @@ impl Default for RlbConfig {
 }
 
 impl RlbConfig {
+    /// Whether path RTTs ride on packets' `outer` header (`rtt_measurement = "piggyback"`).
+    pub fn piggybacks(&self) -> bool {
+        self.rtt_measurement == RttMeasurement::Piggyback
+    }
+
     /// Checks the values; the message names the key under `[lb]` (`lb.inner.<key>` for the
     /// wrapped scheme's) and the valid range.
     pub fn validate(&self) -> Result<(), String> {
@@ -204,6 +232,18 @@ const ROUND: u64 = OUTER_TIMER | 2;
 /// Probe timestamps: nanoseconds, 22 bits (wrap after 4.19 ms, far above any RTT).
 const TS_BITS: u32 = 22;
 const TS_MASK: u32 = (1 << TS_BITS) - 1;
+/// A piggybacked timestamp (`Packet::outer`): bit 31 set, the source leaf's uplink index in
+/// bits 22..30, the send time in bits 0..22 (nanoseconds, wrapping).
+const STAMP_VALID: u32 = 1 << 31;
+/// A destination leaf drops a timestamp it could not return within this time (half the
+/// timestamp's wrap: an older one could be mistaken for a recent one).
+const STAMP_STALE: Time = Time::from_ps(((1u64 << TS_BITS) / 2) * 1_000);
+
+/// The `outer` word of a timestamp of uplink `up` taken at `now`.
+#[inline]
+fn stamp_word(up: u8, now: Time) -> u32 {
+    STAMP_VALID | (up as u32) << TS_BITS | (now.ps() / 1_000) as u32 & TS_MASK
+}
 /// Candidates considered by Algorithm 1 (bits of the "tried" mask).
 const MAX_TRIED: usize = 64;
 /// Largest candidate set filtered for removed egresses on the stack.
@@ -231,6 +271,15 @@ struct PathRtt {
     last_probe: Option<Time>,
     /// Send time of the oldest probe not yet answered, if any.
     unanswered_since: Option<Time>,
+}
+
+/// A timestamp the destination leaf holds until a packet towards its source leaf leaves.
+#[derive(Clone, Copy, Debug, Default)]
+struct Held {
+    /// The stamp word (0: none held).
+    word: u32,
+    /// When it arrived here.
+    at: Time,
 }
 
 /// A recirculating packet.
@@ -277,6 +326,9 @@ pub struct RlbCounters {
     pub refused_delay: u64,
     pub probes: u64,
     pub echoes: u64,
+    /// Timestamps written into data packets (piggyback mode), and those that came back.
+    pub stamps: u64,
+    pub stamp_returns: u64,
 }
 
 /// What Algorithm 1 decided for a packet.
@@ -322,6 +374,17 @@ pub struct Rlb {
     base_rtt: Vec<Time>,
     rtt_period: Vec<Time>,
     paths: Vec<PathRtt>,
+    /// RTTs ride on packets (`rtt_measurement = "piggyback"`), not on probes.
+    piggyback: bool,
+    /// The inner scheme sees ACKs in `on_dequeue` (RLB shows it only those it asked for).
+    inner_acks: bool,
+    /// Piggyback, at the destination leaf: per (source ToR, source uplink), the timestamp held
+    /// for the way back, and per source ToR how many are held.
+    held: Vec<Held>,
+    held_count: Vec<u32>,
+    /// Piggyback, at the source leaf: per destination ToR, the send time of the latest-sent
+    /// timestamp that came back (evidence that its packets do come back).
+    answered_sent: Vec<Time>,
     table: Vec<Recirc>,
     /// Entries of `table` in use (packets in the recirculation loop).
     in_loop: u32,
@@ -413,7 +476,20 @@ impl Rlb {
             Time(4 * interval.ps())
         };
         let inner = cfg.inner.instantiate(fabric);
+        let piggyback = cfg.piggybacks() && n_up > 0;
+        let per_tor = |n: usize| {
+            if piggyback {
+                n * fabric.tors as usize
+            } else {
+                0
+            }
+        };
         Rlb {
+            piggyback,
+            inner_acks: cfg.inner.sees_acks(),
+            held: vec![Held::default(); per_tor(n_up)],
+            held_count: vec![0; per_tor(1)],
+            answered_sent: vec![Time::ZERO; per_tor(1)],
             inner,
             warning_end: cfg.warning_end,
             recirculation: cfg.recirculation,
@@ -467,17 +543,115 @@ impl Rlb {
         self.inner.on_start(ctx);
     }
 
-    /// A data packet leaves egress `port`: the inner scheme's hook, and the sampling ticks
-    /// restart if they had stopped (an idle switch does not tick, so runs drain).
+    /// A data packet (or, in piggyback mode, an ACK or NACK) leaves egress `port`: the inner
+    /// scheme's hook, the sampling ticks restart if they had stopped (an idle switch does not
+    /// tick, so runs drain), and at a leaf's uplink the piggybacked timestamps are written.
     #[inline]
     pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
-        self.inner.on_dequeue(ctx, port, pkt);
-        if !self.tick_armed && !self.watched.is_empty() {
-            self.tick_armed = true;
-            ctx.actions.push(LbAction::SetTimer {
-                at: ctx.now + self.interval,
-                token: TICK,
-            });
+        if pkt.kind == crate::packet::PacketKind::Data {
+            self.inner.on_dequeue(ctx, port, pkt);
+            if !self.tick_armed && !self.watched.is_empty() {
+                self.tick_armed = true;
+                ctx.actions.push(LbAction::SetTimer {
+                    at: ctx.now + self.interval,
+                    token: TICK,
+                });
+            }
+        } else if self.inner_acks {
+            self.inner.on_dequeue(ctx, port, pkt);
+        }
+        if self.piggyback {
+            self.piggyback_out(ctx.now, port, pkt);
+        }
+    }
+
+    /// Piggyback, at a leaf's uplink `port`: a data packet to another ToR carries a timestamp
+    /// of its path if one is due (at most one per `rtt_period` per (destination ToR,
+    /// uplink)); any packet to another ToR carries back the oldest timestamp held for it.
+    #[inline]
+    fn piggyback_out(&mut self, now: Time, port: u16, pkt: &mut Packet) {
+        let up = self.uplink_index[port as usize];
+        if up == u8::MAX {
+            return;
+        }
+        let Some(t) = self.dst_tor(pkt) else { return };
+        let t = t as usize;
+        if pkt.kind == crate::packet::PacketKind::Data && pkt.outer.stamp == 0 {
+            let path = &mut self.paths[t * self.n_up + up as usize];
+            if !path
+                .last_probe
+                .is_some_and(|at| now < at + self.rtt_period[t])
+            {
+                path.last_probe = Some(now);
+                path.unanswered_since.get_or_insert(now);
+                pkt.outer.stamp = stamp_word(up, now);
+                self.counters.stamps += 1;
+            }
+        }
+        if pkt.outer.echo == 0 && self.held_count[t] > 0 {
+            let held = &mut self.held[t * self.n_up..(t + 1) * self.n_up];
+            let mut oldest: Option<(Time, usize)> = None;
+            for (i, h) in held.iter_mut().enumerate() {
+                if h.word == 0 {
+                    continue;
+                }
+                if now.saturating_sub(h.at) > STAMP_STALE {
+                    h.word = 0;
+                    self.held_count[t] -= 1;
+                } else if oldest.map_or(true, |(at, _)| h.at < at) {
+                    oldest = Some((h.at, i));
+                }
+            }
+            if let Some((_, i)) = oldest {
+                pkt.outer.echo = held[i].word;
+                held[i].word = 0;
+                self.held_count[t] -= 1;
+            }
+        }
+    }
+
+    /// Piggyback: a packet carrying a timestamp arrived. At the destination leaf (the
+    /// packet's destination host is one of this ToR's) a forward timestamp is held for the
+    /// way back (a newer one of the same path replaces it); at the source leaf a returned
+    /// one gives the path's RTT: arrival time - send time. Both are cleared from the header.
+    pub fn on_arrival(&mut self, ctx: &mut LbCtx, pkt: &mut Packet) {
+        let Some(me) = self.my_tor else { return };
+        if !self.piggyback || self.tor_of[pkt.dst as usize] != me {
+            return;
+        }
+        let from = self.tor_of[pkt.src as usize];
+        let (stamp, echo) = (pkt.outer.stamp, pkt.outer.echo);
+        pkt.outer = Default::default();
+        if from == super::NO_TOR || from == me {
+            return;
+        }
+        let t = from as usize;
+        if stamp != 0 {
+            let up = (stamp >> TS_BITS & 0xff) as usize;
+            // A source leaf with more uplinks than this one: not measured (irregular fabrics).
+            if up < self.n_up {
+                let h = &mut self.held[t * self.n_up + up];
+                if h.word == 0 {
+                    self.held_count[t] += 1;
+                }
+                *h = Held {
+                    word: stamp,
+                    at: ctx.now,
+                };
+            }
+        }
+        if echo != 0 {
+            let up = (echo >> TS_BITS & 0xff) as usize;
+            if up < self.n_up {
+                let now_ns = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
+                let rtt = Time::from_ns((now_ns.wrapping_sub(echo) & TS_MASK).max(1) as u64);
+                let path = &mut self.paths[t * self.n_up + up];
+                path.sample = rtt;
+                path.unanswered_since = None;
+                let sent = ctx.now.saturating_sub(rtt);
+                self.answered_sent[t] = self.answered_sent[t].max(sent);
+                self.counters.stamp_returns += 1;
+            }
         }
     }
 
@@ -643,9 +817,24 @@ impl Rlb {
             self.base_rtt[t as usize]
         };
         match path.unanswered_since {
-            Some(since) => sample.max(now.saturating_sub(since)),
-            None => sample,
+            // Piggybacked: silence is evidence only once a timestamp sent later, on another
+            // path to that ToR, came back (a path without traffic back must not look slow).
+            Some(since) if !self.piggyback || self.answered_sent[t as usize] > since => {
+                sample.max(now.saturating_sub(since))
+            }
+            _ => sample,
         }
+    }
+
+    /// The latest RTT sample of egress `port` towards ToR `dst_tor` (`None`: not measured
+    /// yet, or not an uplink of a ToR).
+    pub fn measured_rtt(&self, dst_tor: u32, port: u16) -> Option<Time> {
+        let up = *self.uplink_index.get(port as usize)?;
+        if up == u8::MAX {
+            return None;
+        }
+        let path = self.paths.get(dst_tor as usize * self.n_up + up as usize)?;
+        (path.sample > Time::ZERO).then_some(path.sample)
     }
 
     /// Sets a measured RTT sample (unit tests).
@@ -668,8 +857,11 @@ impl Rlb {
     }
 
     /// Sends an RTT probe for `pkt` out of uplink `port` if the path's period has passed.
+    /// Nothing in piggyback mode (timestamps are written at the uplink's dequeue).
     fn maybe_probe(&mut self, ctx: &mut LbCtx, pkt: &Packet, dst_tor: Option<u32>, port: u16) {
-        let Some(t) = dst_tor else { return };
+        let Some(t) = dst_tor.filter(|_| !self.piggyback) else {
+            return;
+        };
         let up = self.uplink_index[port as usize];
         if up == u8::MAX {
             return;
@@ -1174,7 +1366,11 @@ mod tests {
     /// counted, and with echoes ignored.
     #[test]
     fn a_lost_probe_makes_its_path_look_slower_and_an_echo_measures_the_rtt() {
-        let mut rlb = leaf(&ecmp_inner());
+        let probes = RlbConfig {
+            rtt_measurement: RttMeasurement::Probe,
+            ..ecmp_inner()
+        };
+        let mut rlb = leaf(&probes);
         let mut sw = TestSwitch::new(10);
         let pkt = data(2, 0);
         // The base RTT stands in before any sample: 2 hops x 2 us x 2.
@@ -1196,7 +1392,7 @@ mod tests {
         rlb.maybe_probe(&mut sw.ctx(2_000), &pkt, Some(1), 3);
         assert!(sw.actions.is_empty());
         // The destination ToR (here: another instance) echoes; the echo gives the sample.
-        let mut dst = leaf(&ecmp_inner());
+        let mut dst = leaf(&probes);
         dst.my_tor = Some(1);
         dst.on_own_control(&mut sw.ctx(6_000), 2, &probe);
         let echo = match sw.actions.pop() {
@@ -1216,6 +1412,105 @@ mod tests {
         // Ports that are not uplinks and intra-ToR packets have no RTT.
         assert_eq!(rlb.rtt(Time::ZERO, Some(1), 0), Time::ZERO);
         assert_eq!(rlb.rtt(Time::ZERO, None, 3), Time::ZERO);
+    }
+
+    fn no_message(sw: &mut TestSwitch) {
+        assert!(
+            sw.actions
+                .drain(..)
+                .all(|a| matches!(a, LbAction::SetTimer { .. })),
+            "piggybacking sends nothing"
+        );
+    }
+
+    #[test]
+    fn a_timestamp_rides_a_data_packet_out_and_any_packet_back_and_measures_the_rtt() {
+        let mut src = leaf(&ecmp_inner());
+        let mut dst = leaf(&ecmp_inner());
+        dst.my_tor = Some(1);
+        let mut sw = TestSwitch::new(10);
+        // A data packet to ToR 1 leaves uplink 3: stamped (the send time), no message sent.
+        let mut a = data(2, 0);
+        src.on_dequeue(&mut sw.ctx(1_000), 3, &mut a);
+        assert_ne!(a.outer.stamp, 0);
+        assert_eq!(src.counters.stamps, 1);
+        no_message(&mut sw);
+        // Not again on that path within the period (one base RTT, 8 us); another path is due.
+        let mut b = data(2, 1);
+        src.on_dequeue(&mut sw.ctx(2_000), 3, &mut b);
+        assert_eq!(b.outer.stamp, 0);
+        src.on_dequeue(&mut sw.ctx(2_000), 4, &mut b);
+        assert_ne!(b.outer.stamp, 0);
+        // Not on a host port, not for a local host, not on an ACK.
+        let mut c = data(1, 2);
+        src.on_dequeue(&mut sw.ctx(3_000), 5, &mut c);
+        let mut d = data(2, 3);
+        src.on_dequeue(&mut sw.ctx(3_000), 0, &mut d);
+        let mut ack = Packet::new(PacketKind::Ack);
+        (ack.src, ack.dst) = (0, 2);
+        src.on_dequeue(&mut sw.ctx(3_000), 5, &mut ack);
+        assert_eq!((c.outer.stamp, d.outer.stamp, ack.outer.stamp), (0, 0, 0));
+        no_message(&mut sw);
+        // The destination leaf holds them (b arrives first), clearing the header.
+        dst.on_arrival(&mut sw.ctx(5_000), &mut b);
+        dst.on_arrival(&mut sw.ctx(6_000), &mut a);
+        assert_eq!((a.outer.stamp, b.outer.stamp), (0, 0));
+        // Any packet towards ToR 0 takes one back, the longest held first: an ACK on
+        // uplink 2 takes b's, a data packet on uplink 5 a's; a third gets nothing.
+        let mut back = [Packet::new(PacketKind::Ack), data(0, 9), data(0, 10)];
+        for p in back.iter_mut() {
+            (p.src, p.dst) = (2, 0);
+        }
+        dst.on_dequeue(&mut sw.ctx(7_000), 2, &mut back[0]);
+        dst.on_dequeue(&mut sw.ctx(7_000), 5, &mut back[1]);
+        dst.on_dequeue(&mut sw.ctx(7_000), 5, &mut back[2]);
+        let stamp_of = |up: u32, ns: u32| STAMP_VALID | up << TS_BITS | ns;
+        assert_eq!(back[0].outer.echo, stamp_of(2, 2_000));
+        assert_eq!(back[1].outer.echo, stamp_of(1, 1_000));
+        assert_eq!(back[2].outer.echo, 0);
+        no_message(&mut sw);
+        // The source leaf: RTT = arrival - send time, per uplink.
+        src.on_arrival(&mut sw.ctx(12_000), &mut back[1]);
+        src.on_arrival(&mut sw.ctx(13_000), &mut back[0]);
+        assert_eq!(back[0].outer.echo, 0);
+        assert_eq!(src.measured_rtt(1, 3), Some(Time::from_us(11)));
+        assert_eq!(src.measured_rtt(1, 4), Some(Time::from_us(11)));
+        assert_eq!(src.measured_rtt(1, 2), None);
+        assert_eq!(src.counters.stamp_returns, 2);
+        // A timestamp held longer than half the wrap is dropped, not returned.
+        let mut e = data(2, 4);
+        src.on_dequeue(&mut sw.ctx(20_000), 2, &mut e);
+        dst.on_arrival(&mut sw.ctx(21_000), &mut e);
+        let mut late = data(0, 11);
+        (late.src, late.dst) = (2, 0);
+        dst.on_dequeue(&mut sw.ctx(21_000 + 2_200_000), 2, &mut late);
+        assert_eq!(late.outer.echo, 0);
+    }
+
+    #[test]
+    fn silence_slows_a_path_only_once_later_timestamps_came_back() {
+        let mut src = leaf(&ecmp_inner());
+        let mut sw = TestSwitch::new(10);
+        let base = Time::from_us(8);
+        // Uplink 3 stamped at 1 us, never answered: with nothing back from ToR 1 at all, no
+        // evidence: it keeps the base RTT (a path without traffic back must not look slow).
+        let mut a = data(2, 0);
+        src.on_dequeue(&mut sw.ctx(1_000), 3, &mut a);
+        assert_eq!(src.rtt(Time::from_us(50), Some(1), 3), base);
+        // Uplink 4 stamped at 2 us and answered at 12 us: ToR 1 does send packets back, so
+        // uplink 3's stamp is overdue: its RTT is at least its age.
+        let mut b = data(2, 1);
+        src.on_dequeue(&mut sw.ctx(2_000), 4, &mut b);
+        let mut back = data(0, 0);
+        (back.src, back.dst, back.outer.echo) = (2, 0, b.outer.stamp);
+        src.on_arrival(&mut sw.ctx(12_000), &mut back);
+        assert_eq!(src.rtt(Time::from_us(12), Some(1), 4), Time::from_us(10));
+        assert_eq!(src.rtt(Time::from_us(50), Some(1), 3), Time::from_us(49));
+        // Its own answer clears it.
+        let mut back = data(0, 1);
+        (back.src, back.dst, back.outer.echo) = (2, 0, a.outer.stamp);
+        src.on_arrival(&mut sw.ctx(60_000), &mut back);
+        assert_eq!(src.rtt(Time::from_us(70), Some(1), 3), Time::from_us(59));
     }
 
     /// PFC prediction and the clearing CNM. Checked to fail with prediction disabled (no CNM)

@@ -18,6 +18,8 @@ mod hold;
 mod host;
 mod host_lb;
 mod reseq;
+#[cfg(test)]
+mod rlb_rtt_tests;
 mod switch;
 #[cfg(test)]
 mod tests;

@@ -156,6 +156,8 @@ pub(super) struct Switch {
     lb_ingress: bool,
     /// The scheme chooses even for pinned data packets (`LbConfig::sees_pinned`).
     lb_pinned: bool,
+    /// The scheme reads the `outer` header of arriving packets (`LbConfig::reads_outer_header`).
+    lb_outer: bool,
     /// Salt of the ECMP hash used for control packets.
     pub(super) control_salt: u64,
     /// Local index of the loopback egress (its other end is the next port), if any.
@@ -215,6 +217,7 @@ impl Switch {
             lb_acks: cfg.lb.sees_acks(),
             lb_ingress: cfg.lb.uses_ingress(),
             lb_pinned: cfg.lb.sees_pinned(),
+            lb_outer: cfg.lb.reads_outer_header(),
             control_salt: mix64(node as u64 ^ 0x5eed),
             loopback,
             rng: switch_rng(seed, node),
@@ -351,6 +354,13 @@ impl Switch {
     }
 }
 
+impl Simulation {
+    /// The RLB instance of switch `node`, if the scheme is RLB (tests and diagnostics).
+    pub fn rlb_at(&self, node: u32) -> Option<&crate::lb::Rlb> {
+        self.switches.iter().find(|s| s.node == node)?.rlb()
+    }
+}
+
 impl Switch {
     /// The switch's RLB instance, if the scheme is RLB.
     pub(super) fn rlb(&self) -> Option<&crate::lb::Rlb> {
@@ -428,6 +438,15 @@ impl Simulation {
     fn switch_forward(&mut self, s: u32, in_local: u16, pid: PacketId) {
         let strict = self.cfg.switch.control_strict_priority;
         self.arena.get_mut(pid).ingress_port = in_local;
+        if self.switches[s as usize].lb_outer {
+            let pkt = self.arena.get_mut(pid);
+            if pkt.outer != crate::packet::OuterHeader::default() {
+                let sw = &mut self.switches[s as usize];
+                sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+                    lb.on_outer_arrival(ctx, pkt)
+                });
+            }
+        }
         let hold = if self.switches[s as usize].lb_ingress
             && self.arena.get(pid).kind == PacketKind::Data
         {

@@ -208,7 +208,7 @@ fn rlb_warns_the_upstream_switch_strictly_before_the_pause_at_that_ingress() {
 fn rlb_star_detects_a_black_holed_spine_and_stops_sending_to_it() {
     // Leaf 6 sends four ECMP flows to leaf 7; host 4 (leaf 8) floods spine 10's link to leaf
     // 7 on a pinned path, so spine 10 warns leaf 6. Spine 11 black-holes leaf 6's hosts to
-    // leaf 7's: its probes are lost, its RTT grows, and packets warned off spine 10 wait for
+    // leaf 7's: its timestamps are lost, its RTT grows, and packets warned off spine 10 wait for
     // it by recirculating, charged to spine 11.
     let flows = r#"
         [[traffic]]
