@@ -1,15 +1,8 @@
 //! RLB's path RTTs end to end: piggybacked on the packets of the run (no packet added), and
 //! larger on a slower path.
 
-use super::Simulation;
+use super::tests::rlb_sim;
 use crate::units::Time;
-
-fn sim(spec: &str) -> Simulation {
-    let spec = crate::spec::Spec::from_toml(spec, "rlb.toml").unwrap_or_else(|e| panic!("{e}"));
-    let sc = crate::spec::Scenario::prepare(spec, std::path::Path::new("."))
-        .unwrap_or_else(|e| panic!("{e}"));
-    crate::run::build_simulation(sc).unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// 3 leaves x 3 spines x 2 hosts (hosts 0-5, leaves 6-8, spines 9-11), 100 Gbps and 1 us
 /// links; RLB around RPS (which sprays every flow over the three spines) with `lb`; hosts 0
@@ -49,7 +42,7 @@ fn spec(lb: &str, extra: &str) -> String {
 /// Runs to the end; returns leaf 6's RLB counters, its latest RTT sample of each uplink (to
 /// spines 9, 10, 11) towards leaf 7 (ToR 1) at 100 us (mid-transfer), and the output.
 fn run(spec: &str) -> (crate::lb::RlbCounters, [Option<Time>; 3], super::RunOutput) {
-    let mut sim = sim(spec);
+    let mut sim = rlb_sim(spec);
     while sim.step().is_some_and(|t| t < Time::from_us(100)) {}
     let leaf = sim.switches.iter().find(|s| s.node == 6).unwrap();
     let first = leaf.ports.start;

@@ -89,7 +89,7 @@ fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {
 
 /// A simulation of a spec (leaf-spine with RLB, scripted flows) whose state the test can
 /// watch between events.
-fn rlb_sim(spec: &str) -> Simulation {
+pub(super) fn rlb_sim(spec: &str) -> Simulation {
     let spec = crate::spec::Spec::from_toml(spec, "rlb.toml").unwrap_or_else(|e| panic!("{e}"));
     let sc = crate::spec::Scenario::prepare(spec, std::path::Path::new("."))
         .unwrap_or_else(|e| panic!("{e}"));
