@@ -1513,6 +1513,18 @@ mod tests {
         assert_eq!(src.rtt(Time::from_us(70), Some(1), 3), Time::from_us(59));
     }
 
+    /// A 9 MB buffer with a static 100 KB PFC threshold, 6 ports of 50 KB headroom.
+    fn mmu_100kb() -> Mmu {
+        Mmu::new(
+            9_000_000,
+            4_000,
+            3_000,
+            Threshold::Static { bytes: 100_000 },
+            true,
+            vec![50_000; 6],
+        )
+    }
+
     /// PFC prediction and the clearing CNM. Checked to fail with prediction disabled (no CNM)
     /// and with no clearing CNM sent.
     #[test]
@@ -1520,14 +1532,7 @@ mod tests {
         let mut rlb = leaf(&ecmp_inner());
         let mut sw = TestSwitch::new(10);
         // Threshold 100 KB static; uplink port 2 receives 4 KB per 2 us interval (16 Gbps).
-        let mut mmu = Mmu::new(
-            9_000_000,
-            4_000,
-            3_000,
-            Threshold::Static { bytes: 100_000 },
-            true,
-            vec![50_000; 6],
-        );
+        let mut mmu = mmu_100kb();
         let mut first_cnm = None;
         let mut paused_at = None;
         for tick in 1..=40u64 {
@@ -1589,14 +1594,7 @@ mod tests {
         // The warning side: ingress (2, 3) pauses from 2 us to 20 us. A CNM at 2 us, then one
         // every warning_ttl / 2 = 5 us (on the 2 us ticks: 8, 14, 20 us); no clearing CNM
         // after the drain.
-        let mut mmu = Mmu::new(
-            9_000_000,
-            4_000,
-            3_000,
-            Threshold::Static { bytes: 100_000 },
-            true,
-            vec![50_000; 6],
-        );
+        let mut mmu = mmu_100kb();
         let mut sent = Vec::new();
         for tick in 1..=15u64 {
             match tick {
