@@ -1,23 +1,14 @@
 //! ConWeave behaviour: rerouting at the source ToR, in-order delivery restored at the
 //! destination ToR in bounded, physical reorder queues.
 
+mod common;
+
+use common::flow;
+
 use pfcsim_core::lb::{ConWeaveConfig, LbConfig, RpsConfig};
 use pfcsim_core::sim::{FabricConfig, FlowSpec, RunOutput, Simulation, StopRule};
 use pfcsim_core::topology::{LeafSpine, Topology};
 use pfcsim_core::units::{Rate, Time};
-
-fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
-    FlowSpec {
-        src,
-        dst,
-        size,
-        start,
-        priority: 3,
-        dport: 100,
-        source: "scripted",
-        path_tag: 0,
-    }
-}
 
 /// Two leaves of eight 100 Gbps hosts, four spines, 100 Gbps / 1 us links except leaf 16's
 /// uplink to spine 18 (both directions) at `slow`: hosts 0..16, leaves 16, 17, spines 18..22.

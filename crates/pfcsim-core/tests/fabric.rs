@@ -1,5 +1,9 @@
 //! Behaviour of the fabric model: each test fails if the mechanism it names breaks.
 
+mod common;
+
+use common::flow;
+
 use pfcsim_core::dcqcn::DcqcnConfig;
 use pfcsim_core::lb::{
     CongaConfig, DrbConfig, DrillConfig, HulaConfig, LbConfig, LetFlowConfig, LetFlowDecision,
@@ -19,19 +23,6 @@ fn leaf_spine(leaves: u32, spines: u32, hosts_per_leaf: u32) -> Topology {
         Rate::gbps(100),
         Time::from_us(1),
     ))
-}
-
-fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
-    FlowSpec {
-        src,
-        dst,
-        size,
-        start,
-        priority: 3,
-        dport: 100,
-        source: "scripted",
-        path_tag: 0,
-    }
 }
 
 /// Runs until no event is left (the network drains).

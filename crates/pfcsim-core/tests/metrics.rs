@@ -2,24 +2,15 @@
 //! out-of-order ratio, PFC pause rate and PAUSE frame rate. Each test fails if the measurement
 //! it names is removed or computed differently.
 
+mod common;
+
+use common::flow;
+
 use pfcsim_core::lb::{DrbConfig, LbConfig};
 use pfcsim_core::metrics::RunStats;
 use pfcsim_core::sim::{CcConfig, FabricConfig, FlowSpec, RunOutput, Simulation, StopRule};
 use pfcsim_core::topology::{LeafSpine, Topology};
 use pfcsim_core::units::{Rate, Time};
-
-fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
-    FlowSpec {
-        src,
-        dst,
-        size,
-        start,
-        priority: 3,
-        dport: 100,
-        source: "scripted",
-        path_tag: 0,
-    }
-}
 
 fn run(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64, at: Time) -> RunOutput {
     let stop = StopRule {

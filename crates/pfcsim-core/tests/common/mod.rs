@@ -1,12 +1,14 @@
-//! The fixture shared by the end-to-end tests of faults, host-side schemes, Hermes and RLB: a
-//! leaf-spine spec with 100 Gbps, 1 us links and line-rate senders, run to its output.
+//! The fixture shared by the end-to-end tests: a leaf-spine spec with 100 Gbps, 1 us links and
+//! line-rate senders, run to its output (faults, host-side schemes, Hermes, RLB), and the
+//! scripted flow of the tests that build a `Simulation` directly (fabric, ConWeave, metrics).
 
 // Each test file uses the part it needs.
 #![allow(dead_code)]
 
 use pfcsim_core::run::run_scenario;
-use pfcsim_core::sim::RunOutput;
+use pfcsim_core::sim::{FlowSpec, RunOutput};
 use pfcsim_core::spec::{Scenario, Spec};
+use pfcsim_core::units::Time;
 use std::ops::ControlFlow;
 use std::path::Path;
 
@@ -57,4 +59,19 @@ pub fn spec_error(text: &str, name: &str) -> String {
 /// Bytes that go-back-N sent again, over every flow.
 pub fn retransmitted(out: &RunOutput) -> u64 {
     out.flows.iter().map(|f| f.retransmitted_bytes).sum()
+}
+
+/// A scripted flow of `size` bytes from host `src` to host `dst` at `start`, priority 3, left
+/// to the switches' scheme (no path tag).
+pub fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
+    FlowSpec {
+        src,
+        dst,
+        size,
+        start,
+        priority: 3,
+        dport: 100,
+        source: "scripted",
+        path_tag: 0,
+    }
 }
