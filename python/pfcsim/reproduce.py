@@ -10,7 +10,7 @@ An experiment is a folder `experiments/<group>/<name>/` holding `experiment.toml
     [quick]                                  # --quick: a reduced sweep that runs in minutes
     note = "1 ms of arrivals instead of 10 ms"
     set = { "traffic[0].duration" = "1ms" }  # keys set in every point
-    grid = { "traffic[0].load" = [0.6] }     # axes replaced (or added)
+    grid = { "traffic[0].load" = [0.6] }     # axes replaced (or added), in every grid table
     zip = { ... }                            # the zip group(s), replaced as a whole
 
     [[figure]]                               # pfcsim.plots kinds and options
@@ -133,9 +133,13 @@ class Experiment:
         data["base"] = copy.deepcopy(sweep.base)
         for key, value in self.quick.get("set", {}).items():
             set_key(data["base"], key, value, f"{self.name}: quick.set")
-        grid = dict(data.get("grid", {}))
-        grid.update(self.quick.get("grid", {}))
-        data["grid"] = grid
+        # The quick axes replace (or add) their keys in every grid table.
+        grids = data.get("grid", {})
+        tables = [grids] if isinstance(grids, dict) else grids
+        quick_axes = self.quick.get("grid", {})
+        data["grid"] = [
+            {**table, **quick_axes} if isinstance(table, dict) else table for table in tables
+        ]
         if "zip" in self.quick:
             data["zip"] = copy.deepcopy(self.quick["zip"])
         data["name"] = f"{sweep.name}-quick"

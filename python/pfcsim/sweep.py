@@ -88,7 +88,7 @@ class Sweep:
     base: dict[str, Any]
     #: Folder against which relative paths inside the base spec resolve.
     base_dir: Path
-    #: Every point, in expansion order (the last grid key varies fastest).
+    #: Every point, in expansion order (grid tables in turn; the last key varies fastest).
     points: list[Point]
     #: The sweep spec as given, as TOML text, saved in the store.
     text: str
@@ -148,16 +148,16 @@ def load_sweep(sweep: SweepLike, base_dir: str | os.PathLike[str] | None = None)
     if not isinstance(name, str) or not name:
         raise SpecError(f"{origin}: name: expected a non-empty string, got {name!r}")
 
-    axes = _axes(data, origin)
     points = []
-    for index, combo in enumerate(itertools.product(*axes)):
-        params: dict[str, Any] = {}
-        for part in combo:
-            params.update(part)
-        spec = copy.deepcopy(base)
-        for key, value in params.items():
-            set_key(spec, key, copy.deepcopy(value), origin)
-        points.append(Point(index, params, spec))
+    for axes in _axes(data, origin):
+        for combo in itertools.product(*axes):
+            params: dict[str, Any] = {}
+            for part in combo:
+                params.update(part)
+            spec = copy.deepcopy(base)
+            for key, value in params.items():
+                set_key(spec, key, copy.deepcopy(value), origin)
+            points.append(Point(len(points), params, spec))
     return Sweep(name, origin, base, spec_dir, points, text)
 
 
@@ -409,18 +409,36 @@ def _read_toml(path: Path, origin: str) -> tuple[str, dict[str, Any]]:
         raise SpecError(f"{origin}: {e}") from None
 
 
-def _axes(data: Mapping[str, Any], origin: str) -> list[list[dict[str, Any]]]:
-    """The sweep's axes: each a list of alternatives, each alternative a dict of settings.
+def _axes(data: Mapping[str, Any], origin: str) -> list[list[list[dict[str, Any]]]]:
+    """The sweep's parts, each a list of axes whose product is a set of points.
 
-    Every grid key is its own axis; every zip group is one axis whose lists advance together.
-    Axes are in the spec's order; their product is the set of points.
+    `grid` is one table or an array of tables (`[[grid]]`): each table is a part, and the
+    sweep is the union of the parts, in order. In a part every grid key is its own axis and
+    every zip group (shared by all parts) is one axis whose lists advance together. Axes are
+    in the spec's order; each is a list of alternatives, each alternative a dict of settings.
     """
+    grids = data.get("grid", {})
+    tables = [grids] if isinstance(grids, Mapping) else grids
+    if not isinstance(tables, list) or not tables:
+        raise SpecError(
+            f"{origin}: grid: expected a table (or a non-empty array of tables) of key = [values]"
+        )
+    zip_axes = _zip_axes(data, origin)
+    parts = []
+    for i, grid in enumerate(tables):
+        where = "grid" if isinstance(grids, Mapping) else f"grid[{i}]"
+        if not isinstance(grid, Mapping):
+            raise SpecError(f"{origin}: {where}: expected a table of key = [values]")
+        axes = [
+            [{key: v} for v in values] for key, values in _flatten_axes(grid, where, origin).items()
+        ]
+        parts.append(axes + zip_axes)
+    return parts
+
+
+def _zip_axes(data: Mapping[str, Any], origin: str) -> list[list[dict[str, Any]]]:
+    """One axis per zip group: its lists advance together."""
     axes: list[list[dict[str, Any]]] = []
-    grid = data.get("grid", {})
-    if not isinstance(grid, Mapping):
-        raise SpecError(f"{origin}: grid: expected a table of key = [values]")
-    for key, values in _flatten_axes(grid, "grid", origin).items():
-        axes.append([{key: v} for v in values])
     zips = data.get("zip", [])
     groups = [zips] if isinstance(zips, Mapping) else zips
     if not isinstance(groups, list):

@@ -141,6 +141,29 @@ def test_a_quick_zip_replaces_the_zip_groups_of_the_sweep(root: Path) -> None:
     assert settings == {(0.1, "0.5ms", 7)}
 
 
+def test_quick_axes_apply_to_every_grid_table_of_the_sweep(root: Path) -> None:
+    folder = root / "demo" / "tiny"
+    sweep = TINY_SWEEP.replace("[grid]", "[[grid]]")
+    sweep += '[[grid]]\nlb.scheme = ["rps"]\n"traffic[0].load" = [0.6]\nseed = [3, 4, 5]\n'
+    (folder / "sweep.toml").write_text(sweep)
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    assert len(experiment.sweep(quick=False).points) == 8 + 3
+    # The quick load replaces each table's loads; the tables keep their own seeds.
+    quick = experiment.sweep(quick=True)
+    settings = [
+        (p.spec["lb"]["scheme"], p.spec["traffic"][0]["load"], p.spec["seed"]) for p in quick.points
+    ]
+    assert settings == [
+        ("ecmp", 0.3, 1),
+        ("ecmp", 0.3, 2),
+        ("rps", 0.3, 1),
+        ("rps", 0.3, 2),
+        ("rps", 0.3, 3),
+        ("rps", 0.3, 4),
+        ("rps", 0.3, 5),
+    ]
+
+
 def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
     from pfcsim import plots
 

@@ -93,6 +93,36 @@ def test_zip_groups_advance_together_and_cross_the_grid(tiny_file: Path) -> None
     ]
 
 
+def test_grid_tables_are_a_union_of_products_each_crossed_with_the_zips(tiny_file: Path) -> None:
+    sweep = load_sweep(
+        {
+            "base": str(tiny_file),
+            "grid": [
+                {"lb.scheme": ["ecmp"], "seed": [1, 2]},
+                {"lb.scheme": ["rps", "ecmp"], "seed": [1]},
+            ],
+            "zip": {"traffic[0].load": [0.2, 0.4]},
+        }
+    )
+    settings = [
+        (p.index, p.spec["lb"]["scheme"], p.spec["seed"], p.spec["traffic"][0]["load"])
+        for p in sweep.points
+    ]
+    assert settings == [
+        (0, "ecmp", 1, 0.2),
+        (1, "ecmp", 1, 0.4),
+        (2, "ecmp", 2, 0.2),
+        (3, "ecmp", 2, 0.4),
+        (4, "rps", 1, 0.2),
+        (5, "rps", 1, 0.4),
+        (6, "ecmp", 1, 0.2),
+        (7, "ecmp", 1, 0.4),
+    ]
+    # The two tables share their (ecmp, seed 1) points: they run once.
+    distinct = check(sweep)
+    assert [p.index for p in distinct] == [0, 1, 2, 3, 4, 5]
+
+
 @pytest.mark.parametrize(
     ("sweep", "message"),
     [
@@ -101,6 +131,14 @@ def test_zip_groups_advance_together_and_cross_the_grid(tiny_file: Path) -> None
         (
             {"base": "spec.toml", "grid": {"seed": 3}},
             "<dict>: grid.seed: expected a non-empty list of values, got 3",
+        ),
+        (
+            {"base": "spec.toml", "grid": [{"seed": [1]}, {"seed": 2}]},
+            "<dict>: grid[1].seed: expected a non-empty list of values, got 2",
+        ),
+        (
+            {"base": "spec.toml", "grid": []},
+            "<dict>: grid: expected a table (or a non-empty array of tables) of key = [values]",
         ),
         (
             {"base": "spec.toml", "zip": {"seed": [1, 2], "lb.scheme": ["ecmp"]}},
