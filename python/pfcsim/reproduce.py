@@ -238,7 +238,8 @@ def reproduce(
         progress=progress,
         base_dir=sweep.base_dir,
     )
-    store = Store(store_dir)
+    # Only this sweep's runs: the store may also hold runs of its older versions.
+    store = Store(store_dir).only(point.key for point in report.points)
     result = Reproduction(experiment, store_dir, failed_points=len(report.failed))
     label = f" (quick run: {experiment.quick.get('note', 'reduced sweep')})" if quick else ""
     for request in experiment.figures:
@@ -267,7 +268,29 @@ def evaluate(claim: Claim, store: Store) -> dict[str, Any]:
         "paper": claim.paper,
         "ours": ours,
         "ratio": ratio,
+        "note": _missing_series(claim, runs),
     }
+
+
+def _missing_series(claim: Claim, runs: pd.DataFrame) -> str:
+    """Why a claim has no number because a series it names has no run ("" if none is missing).
+
+    A quick run may lack a series on purpose; in a full run this is a misnamed series.
+    """
+    if runs.empty:
+        where = ", ".join(f"{name} = {value}" for name, value in claim.where)
+        return f"no run matches where {{ {where} }}"
+    baselines = [] if claim.baseline is None else claim.baseline
+    named = [claim.series, *([baselines] if isinstance(baselines, str) else baselines)]
+    present = sorted(set(runs["series"]))
+    missing = [name for name in named if name not in present]
+    if not missing:
+        return ""
+    fields = ", ".join(claim.series_fields)
+    return (
+        f"no run of series {', '.join(repr(m) for m in missing)} "
+        f"(the series of {fields} here: {', '.join(present)})"
+    )
 
 
 def _conditions(store: Store, runs: pd.DataFrame) -> list[str]:
@@ -333,13 +356,17 @@ def format_claims(rows: list[dict[str, Any]]) -> str:
         text = r["claim"] if len(r["claim"]) <= width else r["claim"][: width - 1] + "…"
         numbers = f"{number(r['paper']):>8}  {number(r['ours']):>8}  {number(r['ratio']):>10}"
         lines.append(f"{text:<{width}}  {numbers}")
+    notes = [f"- {r['claim']}: {r['note']}" for r in rows if r.get("note")]
+    if notes:
+        lines += ["", "claims without a number, and why:", *notes]
     return "\n".join(lines)
 
 
 def _write_claims(rows: list[dict[str, Any]], path: Path) -> None:
     """Writes the claims table as CSV."""
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["claim", "metric", "paper", "ours", "ratio"])
+        fields = ["claim", "metric", "paper", "ours", "ratio", "note"]
+        writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
 

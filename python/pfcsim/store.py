@@ -15,6 +15,7 @@ long. Tables (docs/sweeps.md):
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tomllib
@@ -30,7 +31,7 @@ from pfcsim.results import TABLES, Results
 from pfcsim.sweep import POINT_FILE, finished_keys
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
     import duckdb
     import pandas as pd
@@ -84,8 +85,12 @@ class Store:
 
     `runs` gives the `runs` table as a pandas DataFrame (`runs_pl`: polars); `sql` runs any
     query against the index; `results(key)` loads one run as `Results`; `comparison` pivots
-    a metric by scheme and swept fields.
+    a metric by scheme and swept fields. `only(keys)` is a view restricted to some runs.
     """
+
+    #: The runs this view is restricted to (None: every run of the store). Restricts `runs`,
+    #: `runs_pl`, `axes` and `comparison`; `sql` and `arrow` see the whole index.
+    keys: frozenset[str] | None = None
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         """Opens the store at `path` and brings its index up to date (see `sync`)."""
@@ -141,15 +146,32 @@ class Store:
             con.execute("COMMIT")
         return len(on_disk)
 
+    def only(self, keys: Iterable[str]) -> Store:
+        """A view of this store restricted to the runs with these keys.
+
+        E.g. one sweep's points, in a store that also holds runs of other sweeps or of older
+        versions of it.
+        """
+        view = copy.copy(self)
+        view.keys = frozenset(keys)
+        return view
+
     @property
     def runs(self) -> pd.DataFrame:
         """The `runs` table (pandas), ordered by sweep and point index."""
-        return self.sql("SELECT * FROM runs ORDER BY sweep, point_index, key")
+        return self.sql(*self._runs_query())
 
     @property
     def runs_pl(self) -> pl.DataFrame:
         """The `runs` table (polars), ordered by sweep and point index."""
-        return self.sql_pl("SELECT * FROM runs ORDER BY sweep, point_index, key")
+        return self.sql_pl(*self._runs_query())
+
+    def _runs_query(self) -> tuple[str, list[Any] | None]:
+        """The query of the `runs` table of this view, with its parameters."""
+        order = "ORDER BY sweep, point_index, key"
+        if self.keys is None:
+            return f"SELECT * FROM runs {order}", None
+        return f"SELECT * FROM runs WHERE key IN ? {order}", [sorted(self.keys)]
 
     def sql(self, query: str, params: list[Any] | None = None) -> pd.DataFrame:
         """The result of a SQL query against the index, as a pandas DataFrame."""

@@ -116,6 +116,51 @@ def test_quick_run_draws_the_figures_and_tabulates_the_claims(root: Path, tmp_pa
     assert "RPS cuts the p99 FCT" in done.stdout
 
 
+def test_figures_and_claims_take_only_the_runs_of_the_current_sweep(
+    root: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "store"
+    reproduce.reproduce(reproduce.load_experiment(root, "demo/tiny"), quick=True, out=out)
+    # The experiment changes its load: the store keeps the old runs beside the new ones.
+    text = TINY_EXPERIMENT.replace('"traffic[0].load" = [0.3]', '"traffic[0].load" = [0.5]')
+    (root / "demo" / "tiny" / "experiment.toml").write_text(text)
+    result = reproduce.reproduce(reproduce.load_experiment(root, "demo/tiny"), quick=True, out=out)
+    runs = pfcsim.open_store(out).runs
+    assert sorted(set(runs["load"])) == [0.3, 0.5]
+    rps = runs[runs["scheme"] == "rps"]
+    current = rps[rps["load"] == 0.5]["ooo_ratio"].mean()
+    assert result.claims[1]["ours"] == pytest.approx(current)
+    assert rps["ooo_ratio"].mean() != pytest.approx(current)
+    # The view behind the figures: the current runs, whose only axes are scheme and seed.
+    keys = set(runs[runs["load"] == 0.5]["key"])
+    view = pfcsim.open_store(out).only(keys)
+    assert set(view.runs["key"]) == keys
+    assert sorted(view.axes()) == ["scheme", "seed"]
+    assert set(view.runs_pl["key"]) == keys
+
+
+def test_a_claim_naming_a_series_without_runs_says_which_series_exist(
+    root: Path, tmp_path: Path
+) -> None:
+    misnamed = (
+        '\n[[claim]]\ntext = "misnamed"\nmetric = "fct_p99_us"\ncompare = "reduction"\n'
+        'series = "RPS"\nbaseline = "ecmp"\n'
+        '\n[[claim]]\ntext = "no such load"\nmetric = "fct_p99_us"\nseries = "rps"\n'
+        "where = { load = 0.9 }\n"
+    )
+    (root / "demo" / "tiny" / "experiment.toml").write_text(TINY_EXPERIMENT + misnamed)
+    experiment = reproduce.load_experiment(root, "demo/tiny")
+    result = reproduce.reproduce(experiment, quick=True, out=tmp_path / "store")
+    notes = {row["claim"]: row["note"] for row in result.claims}
+    assert notes["RPS cuts the p99 FCT by up to 10% against ECMP"] == ""
+    assert notes["misnamed"] == "no run of series 'RPS' (the series of scheme here: ecmp, rps)"
+    assert notes["no such load"] == "no run matches where { load = 0.9 }"
+    table = reproduce.format_claims(result.claims)
+    assert "- misnamed: no run of series 'RPS'" in table
+    rows = list(csv.DictReader((tmp_path / "store" / "claims.csv").open()))
+    assert rows[2]["note"] == notes["misnamed"]
+
+
 def test_a_quick_zip_replaces_the_zip_groups_of_the_sweep(root: Path) -> None:
     folder = root / "demo" / "tiny"
     sweep = TINY_SWEEP.replace('"traffic[0].load" = [0.2, 0.4]\n', "")
