@@ -450,3 +450,33 @@ def test_every_experiment_of_the_repository_runs_quick(name: str, tmp_path: Path
     for figure in experiment.figures:
         for suffix in ("png", "svg"):
             assert (figures / f"{figure.name or figure.kind}.{suffix}").is_file()
+
+
+@pytest.mark.parametrize(
+    "name", [e.name for e in reproduce.list_experiments(REPO_EXPERIMENTS)] or ["(none)"]
+)
+def test_every_claim_of_the_repository_names_series_its_full_sweep_makes(name: str) -> None:
+    """Every claim's series, baselines and `where` match points of the full sweep.
+
+    A misnamed series leaves a claim without a number in the full run only (a quick run may
+    lack series on purpose), so the names are checked against the full sweep's points.
+    """
+    if name == "(none)":
+        pytest.skip("no experiments in the repository")
+    import tomllib
+
+    from pfcsim.store import _flatten, _shorthands
+    from pfcsim.sweep import check
+
+    experiment = reproduce.load_experiment(REPO_EXPERIMENTS, name)
+    specs = [tomllib.loads(p.resolved_spec) for p in check(experiment.sweep(quick=False))]
+    points = pd.DataFrame([{**_shorthands(spec), **_flatten(spec)} for spec in specs])
+    for claim in experiment.claims:
+        runs = points
+        for field, value in claim.where:
+            runs = runs[runs[field].astype(str) == value]
+        assert not runs.empty, f"{claim.text}: no point matches where {claim.where}"
+        present = set(plots.series_names(runs, list(claim.series_fields)))
+        baselines = [claim.baseline] if isinstance(claim.baseline, str) else claim.baseline or []
+        for series in [claim.series, *baselines]:
+            assert series in present, f"{claim.text}: no series {series!r} in {sorted(present)}"
