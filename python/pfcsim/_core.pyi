@@ -32,3 +32,6 @@ def schemes() -> list[dict[str, Any]]:
 
 def workloads() -> list[dict[str, Any]]:
     """name, mean and max (bytes) of every shipped workload."""
+
+def quantity(text: str) -> tuple[str, int] | None:
+    """("time", ps), ("rate", bit/s) or ("size", bytes) of a spec quantity; None otherwise."""

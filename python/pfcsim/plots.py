@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pfcsim import _core
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -223,48 +225,10 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     """
     if isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value)):
         return (0, value)
-    quantity = quantity_value(value)
+    quantity = _core.quantity(value) if isinstance(value, str) else None
     if quantity is not None:
         return (1, quantity)
     return (2, str(value))
-
-
-#: Units of pfcsim's times, rates and sizes (docs/spec.md), with their factor to the base unit
-#: (ps, bit/s, bytes). A value is ordered by magnitude within its kind.
-_UNITS = {
-    "time": {"ps": 1, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12},
-    "rate": {"bps": 1, "Kbps": 1e3, "kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12},
-    "size": {
-        "B": 1,
-        "KB": 1e3,
-        "kB": 1e3,
-        "MB": 1e6,
-        "GB": 1e9,
-        "KiB": 1024,
-        "MiB": 1024**2,
-        "GiB": 1024**3,
-    },
-}
-
-
-def quantity_value(value: Any) -> tuple[str, float] | None:
-    """`(kind, magnitude in the base unit)` of a pfcsim quantity string; None otherwise.
-
-    Quantities are times, rates and sizes with a unit, as specs write them: `"40Gbps"`, `"2us"`,
-    `"64KB"`.
-    """
-    import re
-
-    if not isinstance(value, str):
-        return None
-    match = re.fullmatch(r"\s*([0-9][0-9_]*(?:\.[0-9_]*)?)\s*([A-Za-zµ]+)\s*", value)
-    if match is None:
-        return None
-    number, unit = match.groups()
-    for kind, units in _UNITS.items():
-        if unit in units:
-            return (kind, float(number.replace("_", "")) * units[unit])
-    return None
 
 
 def _panels(count: int, *, sharey: bool = False) -> tuple[Figure, list[Axes]]:

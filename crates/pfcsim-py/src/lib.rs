@@ -13,7 +13,7 @@ use pfcsim_core::engine::Fingerprint;
 use pfcsim_core::lb::registry;
 use pfcsim_core::run::{build_simulation, run_scenario, stats_json, summarize, write_run_dir};
 use pfcsim_core::spec::{self, Spec};
-use pfcsim_core::units::Time;
+use pfcsim_core::units::{Bytes, Rate, Time};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -305,6 +305,19 @@ fn workloads(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .collect()
 }
 
+/// A spec quantity read as the core reads it: `("time", picoseconds)`, `("rate", bits per
+/// second)` or `("size", bytes)` for `"2us"`, `"40Gbps"`, `"64KB"`; `None` for any other text.
+#[pyfunction]
+fn quantity(text: &str) -> Option<(&'static str, u64)> {
+    if let Ok(t) = text.parse::<Time>() {
+        return Some(("time", t.ps()));
+    }
+    if let Ok(r) = text.parse::<Rate>() {
+        return Some(("rate", r.0));
+    }
+    text.parse::<Bytes>().ok().map(|b| ("size", b.0))
+}
+
 #[pymodule]
 #[pyo3(name = "_core")]
 fn pfcsim_core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -314,5 +327,6 @@ fn pfcsim_core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare, m)?)?;
     m.add_function(wrap_pyfunction!(schemes, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(quantity, m)?)?;
     Ok(())
 }
