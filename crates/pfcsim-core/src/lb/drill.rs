@@ -168,6 +168,22 @@ impl Drill {
     }
 }
 
+impl Drill {
+    /// RLB with `inner_follows`: the packet to `dst` left on `port` instead of DRILL's choice;
+    /// `port` becomes the first remembered port for `dst` (the others move down one place).
+    pub fn adopt(&mut self, dst: u32, port: u16) {
+        let mem = &mut self.memory[dst as usize * self.m..][..self.m];
+        let at = mem
+            .iter()
+            .position(|&p| p == port)
+            .unwrap_or(mem.len().saturating_sub(1));
+        if let Some(front) = mem.get_mut(..=at) {
+            front.rotate_right(1);
+            front[0] = port;
+        }
+    }
+}
+
 /// Moves the `keep` least loaded entries to the front, least first; equal loads keep their
 /// relative order (a later entry must be strictly lower to move ahead).
 fn sort_least_first(ports: &mut [u16], loads: &mut [u64], keep: usize) {
@@ -268,6 +284,37 @@ mod tests {
             let got = drill.decide(&mut rng, 0, &cands, |p| if p == best { 1 } else { 2 });
             assert_eq!(got, best);
         }
+    }
+
+    /// RLB's `inner_follows`. Checked to fail with `adopt` doing nothing.
+    #[test]
+    fn an_adopted_port_is_remembered_first_and_wins_the_next_tie() {
+        let cands = [0u16, 1, 2, 3];
+        let mut drill = Drill::new(&DrillConfig::default(), 1);
+        let mut rng = rng();
+        let first = drill.decide(&mut rng, 0, &cands, |_| 0);
+        let other = (first + 1) % 4;
+        drill.adopt(0, other);
+        assert_eq!(drill.memory, [other]);
+        // Equal loads: the remembered port, now the adopted one, keeps the flow.
+        for _ in 0..20 {
+            assert_eq!(drill.decide(&mut rng, 0, &cands, |_| 0), other);
+        }
+        // With m = 2 the adopted port goes first and the former first moves down.
+        let mut drill = Drill::new(
+            &DrillConfig {
+                d: 4,
+                m: 2,
+                ..Default::default()
+            },
+            1,
+        );
+        drill.decide(&mut rng, 0, &cands, |p| [4u64, 3, 2, 1][p as usize]);
+        assert_eq!(drill.memory, [3, 2]);
+        drill.adopt(0, 0);
+        assert_eq!(drill.memory, [0, 3]);
+        drill.adopt(0, 3);
+        assert_eq!(drill.memory, [3, 0]);
     }
 
     #[test]

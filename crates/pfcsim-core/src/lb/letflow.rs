@@ -137,6 +137,16 @@ impl LetFlow {
         port
     }
 
+    /// RLB with `inner_follows`: the packet left on `port` instead of its flowlet's port; the
+    /// flowlet goes on from `port` (its time and its later hops' tag bytes are kept).
+    pub fn adopt(&mut self, pkt: &Packet, port: u16) {
+        let slot = self.slot(pkt);
+        let entry = self.table[slot];
+        if (entry >> 64) as u16 != 0 {
+            self.table[slot] = entry & !((u16::MAX as u128) << 64) | (port as u128 + 1) << 64;
+        }
+    }
+
     /// With `source_tor`, the first switch writes the flowlet's choices for hops 1, 2, 3 into
     /// the path tag of a packet leaving on the flowlet's port (a packet that already carries
     /// a tag, set by its sender, keeps it).

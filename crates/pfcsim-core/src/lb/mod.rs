@@ -504,6 +504,17 @@ pub enum SwitchLb {
 }
 
 impl SwitchLb {
+    /// A wrapping scheme (RLB with `inner_follows`) sent the data packet `pkt` out of `port`
+    /// instead of this scheme's choice: the scheme remembers `port` as if it had chosen it.
+    /// Only DRILL and LetFlow remember a port (RLB's validation admits no other).
+    pub fn adopt(&mut self, pkt: &Packet, port: u16) {
+        match self {
+            SwitchLb::Drill(s) => s.adopt(pkt.dst, port),
+            SwitchLb::LetFlow(s) => s.adopt(pkt, port),
+            _ => unreachable!("RLB lets only DRILL and LetFlow follow a reroute"),
+        }
+    }
+
     /// Picks the egress (a local port index) of a data packet among `candidates` (never
     /// empty; in the order of the switch's ports).
     #[inline]

@@ -134,6 +134,11 @@ pub struct RlbConfig {
     /// Entries of the per-switch table of recirculating packets (default 4096).
     /// Valid: 1..=16,777,216.
     pub table_size: u32,
+    /// The inner scheme's remembered port follows Algorithm 1's reroutes: DRILL's remembered
+    /// port for the destination, LetFlow's flowlet port (default false: the inner scheme keeps
+    /// its own choice and RLB only changes the packet's egress). True needs `drill` or
+    /// `letflow` inside.
+    pub inner_follows: bool,
     /// The wrapped scheme (default DRILL).
     #[serde(deserialize_with = "crate::tagged::nested")]
     pub inner: Box<LbConfig>,
@@ -154,6 +159,7 @@ impl Default for RlbConfig {
             rtt_period: Time::ZERO,
             rtt_measurement: RttMeasurement::Piggyback,
             table_size: 4096,
+            inner_follows: false,
             inner: Box::new(LbConfig::Drill(super::DrillConfig::default())),
         }
     }
@@ -216,6 +222,17 @@ impl RlbConfig {
             return Err(format!(
                 "lb.fault_threshold: {} is out of range; use a value above 0 and below lb.max_recirculations ({}) (RLB default 3)",
                 self.fault_threshold, self.max_recirculations
+            ));
+        }
+        let remembers = match &*self.inner {
+            LbConfig::Drill(d) => d.m > 0,
+            LbConfig::LetFlow(_) => true,
+            _ => false,
+        };
+        if self.inner_follows && !remembers {
+            return Err(format!(
+                "lb.inner_follows: the inner scheme \"{}\" remembers no port to follow a reroute; use it with lb.inner.scheme = \"drill\" (lb.inner.m above 0) or \"letflow\", or set it to false",
+                self.inner.name()
             ));
         }
         super::check_table_size(self.table_size)
@@ -345,6 +362,8 @@ pub enum Decision {
 #[derive(Clone, Debug)]
 pub struct Rlb {
     pub inner: SwitchLb,
+    /// The inner scheme adopts the egress of a packet Algorithm 1 rerouted (`inner_follows`).
+    inner_follows: bool,
     warning_end: WarningEnd,
     recirculation: bool,
     adaptive: bool,
@@ -491,6 +510,7 @@ impl Rlb {
             held_count: vec![0; per_tor(1)],
             answered_sent: vec![Time::ZERO; per_tor(1)],
             inner,
+            inner_follows: cfg.inner_follows,
             warning_end: cfg.warning_end,
             recirculation: cfg.recirculation,
             adaptive: cfg.adaptive,
@@ -917,7 +937,8 @@ impl Rlb {
             candidates
         };
         // A pinned path RLB* removed as faulty is not taken: the inner scheme chooses instead.
-        let p = match pinned_choice(pkt, candidates).filter(|&c| !self.removed[c as usize]) {
+        let pinned = pinned_choice(pkt, candidates).filter(|&c| !self.removed[c as usize]);
+        let p = match pinned {
             Some(c) => c,
             None => self.inner.choose(ctx, pkt, cands),
         };
@@ -954,6 +975,10 @@ impl Rlb {
             Decision::Forward { port, rerouted } => {
                 if rerouted {
                     self.counters.reroutes += 1;
+                    // Only a choice the inner scheme made can follow the reroute.
+                    if self.inner_follows && pinned.is_none() {
+                        self.inner.adopt(pkt, port);
+                    }
                 }
                 if from_loop {
                     self.leave_loop(pkt);
@@ -1824,6 +1849,41 @@ mod tests {
         }
     }
 
+    /// `inner_follows`, around LetFlow: a flowlet whose packet was rerouted off a warned port
+    /// goes on from the port it was rerouted to once the warning is cleared; without the
+    /// option it returns to its own port. Checked to fail with `adopt` doing nothing and with
+    /// RLB not calling it.
+    #[test]
+    fn with_inner_follows_a_rerouted_flowlet_stays_on_its_new_port() {
+        for follows in [false, true] {
+            let cfg = RlbConfig {
+                inner: Box::new(LbConfig::LetFlow(crate::lb::LetFlowConfig::default())),
+                inner_follows: follows,
+                ..Default::default()
+            };
+            let mut rlb = leaf(&cfg);
+            let mut sw = TestSwitch::new(10);
+            let cands = [2u16, 3, 4, 5];
+            let pkt = data(2, 0);
+            let p = rlb.choose(&mut sw.ctx(0), &pkt, &cands);
+            warn(&mut rlb, &mut sw, p, 3);
+            let ps = rlb.choose(&mut sw.ctx(1_000), &data(2, 1000), &cands);
+            assert_eq!(
+                ps,
+                cands[(cands.iter().position(|&c| c == p).unwrap() + 1) % 4]
+            );
+            let clear = cnm(cnm_meta(false, 3, 7));
+            rlb.on_own_control(&mut sw.ctx(2_000), p, &clear);
+            // The same flowlet (within the 100 us timeout), no warning left.
+            let next = rlb.choose(&mut sw.ctx(3_000), &data(2, 2000), &cands);
+            assert_eq!(
+                next,
+                if follows { ps } else { p },
+                "inner_follows = {follows}"
+            );
+        }
+    }
+
     #[test]
     fn config_errors_name_the_key() {
         let bad = RlbConfig {
@@ -1847,6 +1907,32 @@ mod tests {
             .validate()
             .unwrap_err()
             .starts_with("lb.fault_threshold:"));
+        let bad = RlbConfig {
+            inner_follows: true,
+            ..ecmp_inner()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            "lb.inner_follows: the inner scheme \"ecmp\" remembers no port to follow a reroute; use it with lb.inner.scheme = \"drill\" (lb.inner.m above 0) or \"letflow\", or set it to false"
+        );
+        let no_memory = RlbConfig {
+            inner_follows: true,
+            inner: Box::new(LbConfig::Drill(crate::lb::DrillConfig {
+                m: 0,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        assert!(no_memory
+            .validate()
+            .unwrap_err()
+            .starts_with("lb.inner_follows:"));
+        assert!(RlbConfig {
+            inner_follows: true,
+            ..Default::default()
+        }
+        .validate()
+        .is_ok());
         assert!(RlbConfig::default().validate().is_ok());
     }
 }
