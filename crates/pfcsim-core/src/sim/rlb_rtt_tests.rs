@@ -1,41 +1,24 @@
 //! RLB's path RTTs end to end: piggybacked on the packets of the run (no packet added), and
 //! larger on a slower path.
 
-use super::tests::rlb_sim;
+use super::tests::{rlb_sim, rlb_spec};
 use crate::units::Time;
 
-/// 3 leaves x 3 spines x 2 hosts (hosts 0-5, leaves 6-8, spines 9-11), 100 Gbps and 1 us
-/// links; RLB around RPS (which sprays every flow over the three spines) with `lb`; hosts 0
-/// and 1 (leaf 6) send 2 MB each to hosts 2 and 3 (leaf 7) at line rate; then `extra`.
+/// `tests::rlb_spec` (3 leaves x 3 spines x 2 hosts: hosts 0-5, leaves 6-8, spines 9-11) with
+/// RLB around RPS (which sprays every flow over the three spines) and `lb`; hosts 0 and 1
+/// (leaf 6) send 2 MB each to hosts 2 and 3 (leaf 7) at line rate; then `extra`.
 fn spec(lb: &str, extra: &str) -> String {
-    format!(
-        r#"
-        seed = 3
-        [topology]
-        kind = "leaf_spine"
-        leaves = 3
-        spines = 3
-        hosts_per_leaf = 2
-        host_link = {{ rate = "100Gbps", delay = "1us" }}
-        fabric_link = {{ rate = "100Gbps", delay = "1us" }}
-        {extra}
-        [switch.loopback]
-        rate = "100Gbps"
-        delay = "100ns"
-        [cc]
-        kind = "none"
-        [lb]
-        scheme = "rlb"
-        {lb}
-        [lb.inner]
-        scheme = "rps"
+    let flows = r#"
         [[traffic]]
         kind = "scripted"
         flows = [
-            {{ src = 0, dst = 2, size = "2MB" }},
-            {{ src = 1, dst = 3, size = "2MB" }},
+            { src = 0, dst = 2, size = "2MB" },
+            { src = 1, dst = 3, size = "2MB" },
         ]
-        "#
+        "#;
+    rlb_spec(
+        &format!("{lb}\n[lb.inner]\nscheme = \"rps\""),
+        &format!("{flows}{extra}"),
     )
 }
 

@@ -98,7 +98,7 @@ pub(super) fn rlb_sim(spec: &str) -> Simulation {
 
 /// 3 leaves x 3 spines x 2 hosts (hosts 0-5, leaves 6-8, spines 9-11), 100 Gbps and 1 us
 /// links, line-rate senders, loopbacks of 100 Gbps and 100 ns; then `extra`.
-fn rlb_spec(lb: &str, extra: &str) -> String {
+pub(super) fn rlb_spec(lb: &str, extra: &str) -> String {
     format!(
         r#"
         seed = 5
