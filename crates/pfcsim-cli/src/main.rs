@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pfcsim_core::cdf::FlowSizeCdf;
-use pfcsim_core::lb::registry;
+use pfcsim_core::lb::{registry, registry_markdown};
 use pfcsim_core::run::{build_simulation, run_scenario, summarize, write_run_dir};
 use pfcsim_core::spec::{Scenario, Spec, SpecError};
 use pfcsim_core::units::Time;
@@ -39,7 +39,11 @@ enum Command {
     /// Check a spec (and build its topology and traffic) without running it.
     Validate { spec: PathBuf },
     /// List the load-balancing schemes with their parameters and defaults.
-    Schemes,
+    Schemes {
+        /// Print them as the Markdown table of docs/spec.md's `[lb]` section.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// List the shipped flow-size workloads with their mean flow size.
     Workloads,
 }
@@ -49,8 +53,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { spec, out, quiet } => run(&spec, out, quiet),
         Command::Validate { spec } => validate(&spec),
-        Command::Schemes => {
-            schemes();
+        Command::Schemes { markdown } => {
+            schemes(markdown);
             Ok(())
         }
         Command::Workloads => {
@@ -167,12 +171,15 @@ fn peak_memory() -> Option<String> {
     Some(format!("{:.1} MB", kb * 1024.0 / 1e6))
 }
 
-fn schemes() {
-    for (name, doc, defaults) in registry() {
-        println!("{name}: {doc}");
-        let table = toml::to_string(&defaults).unwrap_or_default();
-        for line in table.lines().filter(|l| !l.starts_with("scheme")) {
-            println!("    {line}");
+fn schemes(markdown: bool) {
+    if markdown {
+        print!("{}", registry_markdown());
+        return;
+    }
+    for scheme in registry() {
+        println!("{}: {}", scheme.name, scheme.summary);
+        for key in scheme.default_keys() {
+            println!("    {key}");
         }
     }
 }

@@ -175,20 +175,13 @@ pub struct RunStats {
     pub reseq_flushed_packets: u64,
     /// Data packets delivered in order to receivers.
     pub data_packets_delivered: u64,
-    /// RLB: recirculations of data packets through a switch's loopback (0 for other schemes).
-    pub recirculations: u64,
-    /// RLB: `recirculations / data_packets_delivered` (0 when nothing was delivered).
-    pub recirculations_per_packet: f64,
-    /// RLB: PFC warnings (congestion notification messages) sent to upstream switches,
-    /// refreshes in `expiry` mode included; clearing messages are not counted.
-    pub cnm_warnings: u64,
-    /// RLB: clearing messages that ended a warning (`warning_end = "clear"`).
-    pub cnm_clears: u64,
-    /// RLB: data packets sent to another path than the inner scheme's choice because of a
-    /// warning (Algorithm 1's replace step).
-    pub rlb_reroutes: u64,
-    /// RLB*: switches reported faulty (rows of `alerts.parquet`).
+    /// Switches reported faulty by the scheme (RLB*'s Algorithm 2; rows of `alerts.parquet`).
     pub alerts: u64,
+    /// The scheme's own counters, summed over switches (and hosts), as `<scheme>.<counter>`
+    /// (e.g. `rlb.recirculations`, `conweave.reroutes`; each scheme's page lists its own).
+    /// Written to `stats.json` as top-level keys.
+    #[serde(flatten)]
+    pub scheme_counters: std::collections::BTreeMap<String, u64>,
     pub flows_total: u64,
     pub flows_finished: u64,
     /// Start of the measured interval `[measure_from_ps, end_ps]`: the start of the first flow
@@ -223,6 +216,14 @@ pub struct RunStats {
     pub pfc_pauses_per_port_s: f64,
     /// Hash of the event trajectory: equal for equal specs and seeds.
     pub fingerprint: u64,
+}
+
+impl RunStats {
+    /// The scheme counter `key` (`<scheme>.<counter>`, e.g. `rlb.recirculations`), 0 if the
+    /// run's scheme has no such counter.
+    pub fn counter(&self, key: &str) -> u64 {
+        self.scheme_counters.get(key).copied().unwrap_or(0)
+    }
 }
 
 /// The 1-based rank of the `q`-quantile among `n > 0` sorted values by the nearest-rank

@@ -24,9 +24,14 @@ pub enum PacketKind {
     Pause,
     /// PFC RESUME (XON) for priority `priority`.
     Resume,
-    /// A message between switches of a load-balancing scheme (warnings, feedback, probes).
-    /// Its meaning is the scheme's: it is carried in `lb`.
+    /// A message of a load-balancing scheme to a neighbouring switch (warnings, feedback,
+    /// probes). Its meaning is the scheme's: it is carried in `lb`, and `layer` says which
+    /// scheme of a wrapped pair it is for.
     LbControl,
+    /// A message of a load-balancing scheme to the ToR of host `dst`: every switch forwards it
+    /// like an ACK (ECMP on its 5-tuple) until the ToR, whose scheme receives it. Carried in
+    /// `lb`, for the scheme `layer` names, like [`PacketKind::LbControl`].
+    LbRouted,
     /// A host-side scheme's path probe: routed by its path tag, queued and ECN-marked in its
     /// data priority like data, never shown to a switch's scheme.
     Probe,
@@ -63,18 +68,20 @@ pub struct LbHeader {
     pub meta: u32,
 }
 
-/// Header fields of a wrapping scheme (RLB's path-RTT timestamps), apart from the inner
-/// scheme's [`LbHeader`] so that the two never mix. 0 means "nothing carried".
+/// Which scheme of the switch a scheme message or timer belongs to, when one scheme wraps
+/// another (RLB around DRILL): the wrapper's and the wrapped scheme's never mix.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OuterHeader {
-    /// A timestamp on its way from the source leaf to the destination leaf.
-    pub stamp: u32,
-    /// A timestamp on its way back, piggybacked by the destination leaf.
-    pub echo: u32,
+pub enum Layer {
+    /// The scheme that picks paths: an unwrapped scheme, or the one a wrapper wraps.
+    #[default]
+    Base,
+    /// A scheme wrapped around the base scheme.
+    Wrapper,
 }
 
-/// One packet: 72 bytes (64, one cache line, before RLB's [`OuterHeader`]: its 8 bytes are
-/// carried by every packet of every scheme, in the arena and in every copy).
+/// One packet: 64 bytes, one cache line (checked by a test). A scheme that needs header bytes
+/// of its own keeps them beside the packet, in the arena's scheme words
+/// ([`PacketArena::with_scheme_words`]), so that no other run carries them.
 #[derive(Clone, Copy, Debug)]
 pub struct Packet {
     /// Data: first payload byte. ACK/NACK: next byte the receiver expects.
@@ -93,8 +100,6 @@ pub struct Packet {
     /// Time this packet has spent in PFC-paused queues so far, in nanoseconds.
     pub pfc_wait_ns: u32,
     pub lb: LbHeader,
-    /// The wrapping scheme's header fields (RLB's piggybacked RTT timestamps).
-    pub outer: OuterHeader,
     /// Switch hops a data packet has taken so far (incremented at every switch egress).
     pub hop: u8,
     pub kind: PacketKind,
@@ -105,9 +110,9 @@ pub struct Packet {
     /// probe's.
     pub ce: bool,
     /// ACK/NACK: the receiver asks the sender's congestion control to react (DCQCN CNP).
-    /// Scheme message (`LbControl`): it belongs to the wrapping scheme (RLB) and goes to its
-    /// `on_outer_control`, not to the inner scheme's `on_control`.
     pub cnp: bool,
+    /// Scheme message: the scheme it is for ([`Layer::Base`] for every other packet).
+    pub layer: Layer,
     /// UDP source port (the per-flow entropy ECMP hashes on).
     pub sport: u16,
     pub dport: u16,
@@ -132,12 +137,12 @@ impl Packet {
             pause_mark: 0,
             pfc_wait_ns: 0,
             lb: LbHeader::default(),
-            outer: OuterHeader::default(),
             hop: 0,
             kind,
             priority: 0,
             ce: false,
             cnp: false,
+            layer: Layer::Base,
             sport: 0,
             dport: 0,
             ingress_port: 0,
@@ -151,20 +156,55 @@ impl Packet {
 #[derive(Default)]
 pub struct PacketArena {
     slots: Vec<Packet>,
+    /// One scheme word per slot, if the run's scheme carries header bytes of its own
+    /// (empty otherwise).
+    words: Vec<u64>,
+    scheme_words: bool,
     free: Vec<u32>,
     live: usize,
 }
 
 impl PacketArena {
+    /// An arena whose packets each carry a 64-bit word of the load-balancing scheme's own
+    /// header (RLB's piggybacked timestamps), 0 when a packet is created. Without it (the
+    /// default) no packet carries one and [`PacketArena::with_word_mut`] must not be called.
+    pub fn with_scheme_words(scheme_words: bool) -> PacketArena {
+        PacketArena {
+            scheme_words,
+            ..Default::default()
+        }
+    }
+
     pub fn alloc(&mut self, p: Packet) -> PacketId {
         self.live += 1;
         if let Some(i) = self.free.pop() {
             self.slots[i as usize] = p;
+            if self.scheme_words {
+                self.words[i as usize] = 0;
+            }
             PacketId(i)
         } else {
             self.slots.push(p);
+            if self.scheme_words {
+                self.words.push(0);
+            }
             PacketId(self.slots.len() as u32 - 1)
         }
+    }
+
+    /// Whether packets carry a scheme word.
+    #[inline]
+    pub fn has_scheme_words(&self) -> bool {
+        self.scheme_words
+    }
+
+    /// A packet and its scheme word (only in an arena [`PacketArena::with_scheme_words`]).
+    #[inline]
+    pub fn with_word_mut(&mut self, id: PacketId) -> (&mut Packet, &mut u64) {
+        (
+            &mut self.slots[id.0 as usize],
+            &mut self.words[id.0 as usize],
+        )
     }
 
     pub fn free(&mut self, id: PacketId) {
@@ -198,8 +238,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_packet_is_one_cache_line_and_the_outer_header() {
-        assert_eq!(std::mem::size_of::<Packet>(), 72);
+    fn a_packet_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Packet>(), 64);
+    }
+
+    #[test]
+    fn a_reused_slot_starts_with_a_clear_scheme_word() {
+        let mut a = PacketArena::with_scheme_words(true);
+        let x = a.alloc(Packet::new(PacketKind::Data));
+        *a.with_word_mut(x).1 = 7;
+        a.free(x);
+        let y = a.alloc(Packet::new(PacketKind::Data));
+        assert_eq!(y, x);
+        assert_eq!(*a.with_word_mut(y).1, 0);
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub fn write_run_dir(
         }
     }
     let alerts_path = dir.join("alerts.parquet");
-    if matches!(spec.lb, crate::lb::LbConfig::Rlb(_)) {
+    if spec.lb.capabilities().alerts {
         write_alerts_parquet(&alerts_path, &out.alerts)?;
     } else {
         let _ = std::fs::remove_file(&alerts_path);

@@ -329,7 +329,7 @@ impl Spec {
         self.lb
             .validate()
             .map_err(|message| SpecError { message })?;
-        if self.lb.needs_loopback() && sw.loopback.is_none() {
+        if self.lb.capabilities().loopback && sw.loopback.is_none() {
             return err(format!(
                 "switch.loopback: missing; scheme \"{}\" recirculates packets through a loopback link: add [switch.loopback] with rate and delay (e.g. rate = \"40Gbps\", delay = \"500ns\"), or set lb.recirculation = false",
                 self.lb.name()

@@ -90,39 +90,47 @@ fn a_warned_path_is_rerouted_on_a_small_rtt_gap_and_recirculated_on_a_large_one(
     // Symmetric paths, DRILL inside: the packets warned off spine 10 go elsewhere.
     let sym = run(&spec("scheme = \"rlb\"", CROSS));
     assert_conserved(&sym);
-    assert!(sym.stats.cnm_warnings > 0, "spine 10 warns");
-    assert!(sym.stats.rlb_reroutes > 0, "warned packets are rerouted");
+    assert!(sym.stats.counter("rlb.cnm_warnings") > 0, "spine 10 warns");
+    assert!(
+        sym.stats.counter("rlb.reroutes") > 0,
+        "warned packets are rerouted"
+    );
     // Spine 11 far slower.
     let slow = run(&spec("scheme = \"rlb\"", &format!("{SLOW_SPINE}{CROSS}")));
     assert_conserved(&slow);
     // Packets warned off spine 10 wait for it rather than take the slow spine: a larger
     // share of recirculations among the decisions than with symmetric paths, fewer reroutes.
-    let share = |s: &RunStats| s.recirculations as f64 / (s.recirculations + s.rlb_reroutes) as f64;
+    let share = |s: &RunStats| {
+        s.counter("rlb.recirculations") as f64
+            / (s.counter("rlb.recirculations") + s.counter("rlb.reroutes")) as f64
+    };
     assert!(
         share(&slow.stats) > share(&sym.stats) + 0.05
-            && slow.stats.rlb_reroutes < sym.stats.rlb_reroutes,
+            && slow.stats.counter("rlb.reroutes") < sym.stats.counter("rlb.reroutes"),
         "recirculations {} vs {}, reroutes {} vs {} (slow vs symmetric)",
-        slow.stats.recirculations,
-        sym.stats.recirculations,
-        slow.stats.rlb_reroutes,
-        sym.stats.rlb_reroutes
+        slow.stats.counter("rlb.recirculations"),
+        sym.stats.counter("rlb.recirculations"),
+        slow.stats.counter("rlb.reroutes"),
+        sym.stats.counter("rlb.reroutes")
     );
     // Pinned to spine 10, symmetric paths: p_s (spine 11) is not slower than spine 10 by
     // more than t_rc, so warned packets move to it and none waits in the loopback.
     let sym = run(&spec("scheme = \"rlb\"", PINNED));
     assert_conserved(&sym);
-    assert!(sym.stats.cnm_warnings > 0 && sym.stats.rlb_reroutes > 0);
+    assert!(sym.stats.counter("rlb.cnm_warnings") > 0 && sym.stats.counter("rlb.reroutes") > 0);
     assert_eq!(
-        sym.stats.recirculations, 0,
+        sym.stats.counter("rlb.recirculations"),
+        0,
         "a small gap never recirculates"
     );
     // Spine 11 far slower (as RLB measures it): waiting for spine 10 by recirculating
     // is worth it, and packets do.
     let slow = run(&spec("scheme = \"rlb\"", &format!("{SLOW_SPINE}{PINNED}")));
     assert_conserved(&slow);
-    assert!(slow.stats.recirculations > 0, "a large gap recirculates");
-    let per_packet = slow.stats.recirculations as f64 / slow.stats.data_packets_delivered as f64;
-    assert_eq!(slow.stats.recirculations_per_packet, per_packet);
+    assert!(
+        slow.stats.counter("rlb.recirculations") > 0,
+        "a large gap recirculates"
+    );
     // The loopback carried them: two ports per switch, the leaves' in use.
     let on_loopbacks: u64 = slow
         .ports
@@ -130,7 +138,7 @@ fn a_warned_path_is_rerouted_on_a_small_rtt_gap_and_recirculated_on_a_large_one(
         .filter(|p| p.node == p.peer)
         .map(|p| p.tx_packets)
         .sum();
-    assert!(on_loopbacks >= slow.stats.recirculations);
+    assert!(on_loopbacks >= slow.stats.counter("rlb.recirculations"));
     // Reroute only (Fig. 17's baseline): the same warnings, no recirculation.
     for traffic in [PINNED, CROSS] {
         let reroute = run(&spec(
@@ -138,12 +146,12 @@ fn a_warned_path_is_rerouted_on_a_small_rtt_gap_and_recirculated_on_a_large_one(
             &format!("{SLOW_SPINE}{traffic}"),
         ));
         assert_conserved(&reroute);
-        assert_eq!(reroute.stats.recirculations, 0);
-        assert!(reroute.stats.rlb_reroutes > 0);
+        assert_eq!(reroute.stats.counter("rlb.recirculations"), 0);
+        assert!(reroute.stats.counter("rlb.reroutes") > 0);
     }
 }
 
-/// Pinned paths as RLB's input. Checked to fail without the `sees_pinned` capability (the
+/// Pinned paths as RLB's input. Checked to fail without the `pinned` capability (the
 /// switch then honours the pin before asking RLB) and with PFC prediction disabled.
 #[test]
 fn a_pinned_path_is_rlbs_input_and_is_overridden_only_on_a_warning() {
@@ -156,7 +164,7 @@ fn a_pinned_path_is_rlbs_input_and_is_overridden_only_on_a_warning() {
     );
     let rlb = run(&spec("scheme = \"rlb\"\nrecirculation = false", pinned));
     assert_conserved(&rlb);
-    assert!(rlb.stats.rlb_reroutes > 0);
+    assert!(rlb.stats.counter("rlb.reroutes") > 0);
     assert!(
         rlb.flows.iter().all(|f| f.paths_used > 1),
         "RLB moved warned packets of both pinned flows: {:?}",
@@ -171,7 +179,10 @@ fn a_pinned_path_is_rlbs_input_and_is_overridden_only_on_a_warning() {
     let out = run(&spec("scheme = \"rlb\"", lone));
     assert_conserved(&out);
     assert_eq!(out.flows[0].paths_used, 1);
-    assert_eq!(out.stats.rlb_reroutes + out.stats.recirculations, 0);
+    assert_eq!(
+        out.stats.counter("rlb.reroutes") + out.stats.counter("rlb.recirculations"),
+        0
+    );
 }
 
 const POISSON: &str = r#"
@@ -254,7 +265,7 @@ fn bad_rlb_tables_are_refused_with_the_key() {
         flows,
     ));
     assert!(
-        e.contains("lb.inner.scheme: \"rlb\" cannot wrap itself"),
+        e.contains("lb.inner.scheme: \"rlb\" wraps a scheme itself and cannot be wrapped"),
         "{e}"
     );
     let e = error(&spec("scheme = \"rlb\"\nfault_threshold = 0.0", flows));

@@ -271,17 +271,15 @@ impl Scenario {
 fn schemes(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     registry()
         .into_iter()
-        .map(|(name, doc, defaults)| {
-            let table = toml::to_string(&defaults)
-                .map_err(|e| PyRuntimeError::new_err(format!("scheme {name}: {e}")))?;
-            let params: String = table
-                .lines()
-                .filter(|l| !l.starts_with("scheme"))
+        .map(|scheme| {
+            let params: String = scheme
+                .default_keys()
+                .iter()
                 .map(|l| format!("{l}\n"))
                 .collect();
             let d = PyDict::new(py);
-            d.set_item("name", name)?;
-            d.set_item("doc", doc)?;
+            d.set_item("name", scheme.name)?;
+            d.set_item("doc", scheme.summary)?;
             d.set_item("defaults", params)?;
             Ok(d)
         })

@@ -30,7 +30,8 @@
 //! `DisToUncongestedPath` option of the public code (broken there), and vSwitch
 //! encapsulation overhead.
 
-use super::host::{AckEcho, FlowInfo, HostCtx};
+use super::host::{AckEcho, FlowInfo, HostCtx, HostFabric, HostScheme};
+use super::{Capabilities, LbFabric, SchemeConfig, SwitchScheme};
 use crate::units::Time;
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -79,9 +80,9 @@ impl Default for CloveConfig {
     }
 }
 
-impl CloveConfig {
+impl SchemeConfig for CloveConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if self.flowlet_timeout == Time::ZERO {
             return Err(
                 "lb.flowlet_timeout: must be above 0; give a time such as \"50us\" (valid: > 0s)"
@@ -95,6 +96,21 @@ impl CloveConfig {
             ));
         }
         Ok(())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            hosts: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        super::host::switch_side(fabric)
+    }
+
+    fn host_scheme(&self, flows: usize, _fabric: &HostFabric) -> Option<Box<dyn HostScheme>> {
+        Some(Box::new(Clove::new(self, flows)))
     }
 }
 
@@ -158,30 +174,6 @@ impl Clove {
         }
     }
 
-    /// Sizes the host's weight tables: one weight of 1 per path to every ToR.
-    pub fn on_start(&mut self, ctx: &mut HostCtx) {
-        let fabric = ctx.fabric;
-        if self.slot.is_empty() {
-            self.slot = vec![NO_SLOT; fabric.nodes as usize];
-            self.tors = fabric.tors;
-            self.tor_host = vec![NO_SLOT; fabric.tors as usize];
-            for (node, &tor) in fabric.tor_of.iter().enumerate() {
-                if tor != super::NO_TOR && self.tor_host[tor as usize] == NO_SLOT {
-                    self.tor_host[tor as usize] = node as u32;
-                }
-            }
-        }
-        let slot = (self.group_start.len() - 1) as u32 / self.tors.max(1);
-        self.slot[ctx.host as usize] = slot;
-        for &dst in &self.tor_host {
-            let n = fabric.paths(ctx.host, dst).len();
-            self.weight.resize(self.weight.len() + n, 1.0);
-            self.last_cut.resize(self.last_cut.len() + n, None);
-            self.relaxed_at.push(Time::ZERO);
-            self.group_start.push(self.weight.len() as u32);
-        }
-    }
-
     /// The group of weights of `src`'s paths to `dst`'s ToR.
     #[inline]
     fn group(&self, ctx: &HostCtx, src: u32, dst: u32) -> usize {
@@ -242,36 +234,6 @@ impl Clove {
         }
     }
 
-    #[inline]
-    pub fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, _seq: u64) -> u32 {
-        let paths = ctx.fabric.paths(flow.src, flow.dst);
-        let f = self.flowlets[flow.id as usize];
-        let path = if !f.started || ctx.now.saturating_sub(f.last) >= self.timeout {
-            self.pick(ctx, flow.src, flow.dst, paths.len())
-        } else {
-            f.path as usize
-        };
-        self.flowlets[flow.id as usize] = Flowlet {
-            last: ctx.now,
-            path: path as u16,
-            started: true,
-        };
-        paths[path]
-    }
-
-    /// Clove-ECN's reaction to an echoed CE mark.
-    #[inline]
-    pub fn on_ack(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, echo: &AckEcho) {
-        if self.mode != CloveMode::Ecn || !echo.ce {
-            return;
-        }
-        let paths = ctx.fabric.paths(flow.src, flow.dst);
-        if let Some(p) = paths.iter().position(|&t| t == echo.path_tag) {
-            let group = self.group(ctx, flow.src, flow.dst);
-            self.cut_weight(group, p, ctx.now);
-        }
-    }
-
     /// Cuts path `p` of `group` by `weight_cut` and spreads the removed weight over the
     /// group's other paths, unless it was cut less than `half_rtt` ago.
     fn cut_weight(&mut self, group: usize, p: usize, now: Time) {
@@ -300,6 +262,62 @@ impl Clove {
     pub fn weights(&self, host: u32, tor: u32) -> &[f64] {
         let group = (self.slot[host as usize] * self.tors + tor) as usize;
         &self.weight[self.range(group)]
+    }
+}
+
+impl HostScheme for Clove {
+    /// Sizes the host's weight tables: one weight of 1 per path to every ToR.
+    fn on_start(&mut self, ctx: &mut HostCtx) {
+        let fabric = ctx.fabric;
+        if self.slot.is_empty() {
+            self.slot = vec![NO_SLOT; fabric.nodes as usize];
+            self.tors = fabric.tors;
+            self.tor_host = vec![NO_SLOT; fabric.tors as usize];
+            for (node, &tor) in fabric.tor_of.iter().enumerate() {
+                if tor != super::NO_TOR && self.tor_host[tor as usize] == NO_SLOT {
+                    self.tor_host[tor as usize] = node as u32;
+                }
+            }
+        }
+        let slot = (self.group_start.len() - 1) as u32 / self.tors.max(1);
+        self.slot[ctx.host as usize] = slot;
+        for &dst in &self.tor_host {
+            let n = fabric.paths(ctx.host, dst).len();
+            self.weight.resize(self.weight.len() + n, 1.0);
+            self.last_cut.resize(self.last_cut.len() + n, None);
+            self.relaxed_at.push(Time::ZERO);
+            self.group_start.push(self.weight.len() as u32);
+        }
+    }
+
+    #[inline]
+    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, _seq: u64) -> u32 {
+        let paths = ctx.fabric.paths(flow.src, flow.dst);
+        let f = self.flowlets[flow.id as usize];
+        let path = if !f.started || ctx.now.saturating_sub(f.last) >= self.timeout {
+            self.pick(ctx, flow.src, flow.dst, paths.len())
+        } else {
+            f.path as usize
+        };
+        self.flowlets[flow.id as usize] = Flowlet {
+            last: ctx.now,
+            path: path as u16,
+            started: true,
+        };
+        paths[path]
+    }
+
+    /// Clove-ECN's reaction to an echoed CE mark.
+    #[inline]
+    fn on_ack(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, echo: &AckEcho) {
+        if self.mode != CloveMode::Ecn || !echo.ce {
+            return;
+        }
+        let paths = ctx.fabric.paths(flow.src, flow.dst);
+        if let Some(p) = paths.iter().position(|&t| t == echo.path_tag) {
+            let group = self.group(ctx, flow.src, flow.dst);
+            self.cut_weight(group, p, ctx.now);
+        }
     }
 }
 

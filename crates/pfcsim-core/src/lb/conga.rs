@@ -28,7 +28,9 @@
 //! Parameter defaults follow conweave-ns3, the RDMA reference; `docs/schemes/conga.md`
 //! compares the sources.
 
-use super::{flow_hash, LbCtx, LbFabric, PortDir, NO_TOR};
+use super::{
+    flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
+};
 use crate::engine::mix64;
 use crate::packet::{Packet, PacketKind};
 use crate::units::Time;
@@ -83,9 +85,9 @@ impl Default for CongaConfig {
     }
 }
 
-impl CongaConfig {
+impl SchemeConfig for CongaConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         for (key, t, example) in [
             ("t_dre", self.t_dre, "50us"),
             ("flowlet_timeout", self.flowlet_timeout, "100us"),
@@ -116,6 +118,18 @@ impl CongaConfig {
             ));
         }
         super::check_table_size(self.table_size)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            fabric: true,
+            acks: self.feedback_on_acks,
+            ..Capabilities::default()
+        }
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(Conga::new(self, fabric))
     }
 }
 
@@ -301,27 +315,6 @@ impl Conga {
         local.max(remote)
     }
 
-    #[inline]
-    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
-        let dst_tor = self.tor(pkt.dst);
-        if self.my_tor.is_none() || dst_tor == NO_TOR || self.width == 0 {
-            // Not a source leaf (a spine, or an upper tier of a fat-tree): hash.
-            return candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize];
-        }
-        let now = ctx.now.ps();
-        let slot = (flow_hash(pkt, self.salt) % self.flowlets.len() as u64) as usize;
-        let entry = self.flowlets[slot];
-        let (last, stored) = (entry as u64, (entry >> 64) as u16);
-        let port =
-            if stored != 0 && now - last <= self.timeout && candidates.contains(&(stored - 1)) {
-                stored - 1
-            } else {
-                self.least_congested(ctx, dst_tor, candidates)
-            };
-        self.flowlets[slot] = now as u128 | ((port as u128 + 1) << 64);
-        port
-    }
-
     /// The candidate with the least path metric among a window of `sampled` consecutive
     /// candidates from a random offset (all if there are no more); ties at random.
     fn least_congested(&mut self, ctx: &mut LbCtx, dst_tor: u32, candidates: &[u16]) -> u16 {
@@ -382,9 +375,32 @@ impl Conga {
             };
         }
     }
+}
+
+impl SwitchScheme for Conga {
+    #[inline]
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+        let dst_tor = self.tor(pkt.dst);
+        if self.my_tor.is_none() || dst_tor == NO_TOR || self.width == 0 {
+            // Not a source leaf (a spine, or an upper tier of a fat-tree): hash.
+            return candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize];
+        }
+        let now = ctx.now.ps();
+        let slot = (flow_hash(pkt, self.salt) % self.flowlets.len() as u64) as usize;
+        let entry = self.flowlets[slot];
+        let (last, stored) = (entry as u64, (entry >> 64) as u16);
+        let port =
+            if stored != 0 && now - last <= self.timeout && candidates.contains(&(stored - 1)) {
+                stored - 1
+            } else {
+                self.least_congested(ctx, dst_tor, candidates)
+            };
+        self.flowlets[slot] = now as u128 | ((port as u128 + 1) << 64);
+        port
+    }
 
     #[inline]
-    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
+    fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet, _word: &mut u64) {
         let now = ctx.now.ps();
         let dir = self.port_dir[port as usize];
         let leaf = self.my_tor.is_some();
@@ -554,16 +570,16 @@ mod tests {
         // Load spine port 1 to a metric of about 5: 5/8 of tau's worth of bytes at line rate.
         spine.dre[1].x = bytes_for_metric(5.2) as f64;
         let mut p = data(0, 2, 1);
-        src.on_dequeue(&mut w.ctx(0), 3, &mut p);
+        src.on_dequeue(&mut w.ctx(0), 3, &mut p, &mut 0);
         // Source leaf: LBTag = uplink index 1 (port 3) + 1 in byte 0, CE = its own metric (0),
         // no feedback known yet.
         assert_eq!(p.lb.path_tag & 0xff, 2);
         assert_eq!((meta_ce(p.lb.meta), meta_feedback(p.lb.meta)), (0, None));
         p.hop = 1;
-        spine.on_dequeue(&mut w.ctx(100), 1, &mut p);
+        spine.on_dequeue(&mut w.ctx(100), 1, &mut p, &mut 0);
         assert_eq!(meta_ce(p.lb.meta), 5, "spine folds its larger metric");
         // A hop with a smaller metric does not lower CE.
-        spine.on_dequeue(&mut w.ctx(200), 2, &mut p);
+        spine.on_dequeue(&mut w.ctx(200), 2, &mut p, &mut 0);
         assert_eq!(meta_ce(p.lb.meta), 5);
     }
 
@@ -576,22 +592,22 @@ mod tests {
         // A packet from leaf A (host 0) to leaf B (host 2) went up A's uplink 2 (port 4) and
         // arrived with CE 6: B records it.
         let mut p = data(0, 2, 1);
-        a.on_dequeue(&mut w.ctx(0), 4, &mut p);
+        a.on_dequeue(&mut w.ctx(0), 4, &mut p, &mut 0);
         p.lb.meta = pack_meta(6, None);
         p.hop = 2;
-        b.on_dequeue(&mut w.ctx(3_000), 0, &mut p);
+        b.on_dequeue(&mut w.ctx(3_000), 0, &mut p, &mut 0);
         // B's next packet to A (reverse data) carries the entry back: tag 2, metric 6.
         let mut r = data(2, 0, 9);
-        b.on_dequeue(&mut w.ctx(4_000), 2, &mut r);
+        b.on_dequeue(&mut w.ctx(4_000), 2, &mut r, &mut 0);
         assert_eq!(meta_feedback(r.lb.meta), Some((2, 6)));
         // Fed back once: the next packet falls back to round robin over fresh entries, which is
         // the same (only) entry, now unchanged.
         let mut r2 = data(2, 0, 9);
-        b.on_dequeue(&mut w.ctx(4_100), 2, &mut r2);
+        b.on_dequeue(&mut w.ctx(4_100), 2, &mut r2, &mut 0);
         assert_eq!(meta_feedback(r2.lb.meta), Some((2, 6)));
         // A receives it at its host-facing egress and stores it.
         r.hop = 2;
-        a.on_dequeue(&mut w.ctx(7_000), 0, &mut r);
+        a.on_dequeue(&mut w.ctx(7_000), 0, &mut r, &mut 0);
         assert_eq!(a.to_leaf[a.width + 2].metric, 6);
         // New flowlets from A to B now avoid uplink 2 (port 4); all others have metric 0.
         let cands = [2u16, 3, 4, 5];
@@ -607,7 +623,7 @@ mod tests {
         assert!(hits > 20, "{hits}");
         // Aged From-Leaf entries are not fed back.
         let mut r3 = data(2, 0, 9);
-        b.on_dequeue(&mut w.ctx(3_000 + 501_000), 2, &mut r3);
+        b.on_dequeue(&mut w.ctx(3_000 + 501_000), 2, &mut r3, &mut 0);
         assert_eq!(meta_feedback(r3.lb.meta), None);
     }
 
@@ -621,11 +637,11 @@ mod tests {
             p.lb.path_tag = tag + 1;
             p.lb.meta = pack_meta(ce, None);
             p.hop = 2;
-            b.on_dequeue(&mut w.ctx(0), 0, &mut p);
+            b.on_dequeue(&mut w.ctx(0), 0, &mut p, &mut 0);
         }
         let fb = |b: &mut Conga, w: &mut TestSwitch| {
             let mut r = data(2, 0, 9);
-            b.on_dequeue(&mut w.ctx(30), 2, &mut r);
+            b.on_dequeue(&mut w.ctx(30), 2, &mut r, &mut 0);
             meta_feedback(r.lb.meta)
         };
         assert_eq!(fb(&mut b, &mut w), Some((1, 3)));
@@ -635,7 +651,7 @@ mod tests {
         // Tag 1 changes: it goes next, ahead of tag 3, which the pointer reaches first.
         let mut p = data(0, 2, 1);
         (p.lb.path_tag, p.lb.meta, p.hop) = (2, pack_meta(7, None), 2);
-        b.on_dequeue(&mut w.ctx(20), 0, &mut p);
+        b.on_dequeue(&mut w.ctx(20), 0, &mut p, &mut 0);
         assert_eq!(fb(&mut b, &mut w), Some((1, 7)));
         assert_eq!(fb(&mut b, &mut w), Some((3, 4)));
     }

@@ -31,7 +31,10 @@
 //! phase-0 packets, the TAIL's send time on phase-1 packets. Paths are the source ToR's
 //! uplink choices; in more than two tiers the upper tiers hash the 5-tuple (as CONGA here).
 
-use super::{flow_hash, Ingress, LbAction, LbCtx, LbFabric, PortDir};
+use super::{
+    flow_hash, Capabilities, Counters, Ingress, LbCtx, LbFabric, PortDir, RoutedMessage,
+    SchemeConfig, SwitchScheme,
+};
 use crate::engine::mix64;
 use crate::packet::{LbHeader, Packet};
 use crate::units::Time;
@@ -96,9 +99,9 @@ impl Default for ConWeaveConfig {
     }
 }
 
-impl ConWeaveConfig {
+impl SchemeConfig for ConWeaveConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         let ns = Time::from_ns(1);
         for (key, t, lo, hi, dflt) in [
             (
@@ -160,6 +163,19 @@ impl ConWeaveConfig {
             ));
         }
         super::check_table_size(self.table_size)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            fabric: true,
+            ingress: true,
+            reorder_queues_per_port: self.reorder_queues,
+            ..Capabilities::default()
+        }
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(ConWeave::new(self, fabric))
     }
 }
 
@@ -278,10 +294,15 @@ struct Queue {
 /// What ConWeave counted at one switch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConWeaveCounters {
+    /// TAILs after which the flow took another path (reported as `conweave.reroutes`).
     pub reroutes: u64,
+    /// Packets sent flagged INIT (asking the destination ToR for an RTT reply).
     pub inits: u64,
+    /// Packets sent flagged TAIL (the last on the old path after a late reply).
     pub tails: u64,
+    /// Packets held in a reorder queue at the destination ToR.
     pub held: u64,
+    /// Reorder queues released by their TAIL, and by their timer.
     pub flushes_on_tail: u64,
     pub flushes_on_timeout: u64,
     /// Out-of-order packets passed on because no reorder queue was free.
@@ -375,31 +396,6 @@ impl ConWeave {
         (k, k as usize % self.cfg.table_size as usize)
     }
 
-    /// Upper-tier switches (and ToRs for anything not pinned): the 5-tuple hash.
-    pub fn choose(&mut self, pkt: &Packet, candidates: &[u16]) -> u16 {
-        candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize]
-    }
-
-    /// A data packet arrived; `candidates` are its equal-cost egresses here.
-    pub fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
-        let Some(me) = self.my_tor else {
-            return Ingress::Forward;
-        };
-        let src_tor = self.tor_of[pkt.src as usize];
-        let dst_tor = self.tor_of[pkt.dst as usize];
-        if src_tor == dst_tor {
-            return Ingress::Forward;
-        }
-        if src_tor == me {
-            self.source(ctx, pkt, candidates.len(), dst_tor);
-            Ingress::Forward
-        } else if dst_tor == me {
-            self.destination(ctx, pkt, candidates[0])
-        } else {
-            Ingress::Forward
-        }
-    }
-
     /// Two random paths, the first not congested; else `current` (or the first draw).
     fn sample_path(&mut self, ctx: &mut LbCtx, dst_tor: u32, n: usize, current: Option<u8>) -> u8 {
         let a = ctx.rng.gen_range(0..n) as u8;
@@ -479,10 +475,13 @@ impl ConWeave {
 
     /// Sends a scheme message back to the source ToR of `pkt`.
     fn reply(ctx: &mut LbCtx, pkt: &Packet, tag: u32, meta: u32) {
-        ctx.actions.push(LbAction::SendRouted {
+        ctx.send_routed(RoutedMessage {
+            via: None,
+            src: ctx.node,
             to_host: pkt.src,
             sport: pkt.dport,
             dport: pkt.sport,
+            priority: 0,
             header: LbHeader {
                 path_tag: tag,
                 meta,
@@ -624,10 +623,7 @@ impl ConWeave {
         let queue = &mut self.queues[q as usize];
         queue.gen = queue.gen.wrapping_add(1);
         queue.flush_at = at;
-        ctx.actions.push(LbAction::SetTimer {
-            at,
-            token: (q as u64) << 32 | queue.gen as u64,
-        });
+        ctx.set_timer(at, (q as u64) << 32 | queue.gen as u64);
     }
 
     /// Releases queue `q` to its egress and frees it; the owning flow (if still in the table)
@@ -639,10 +635,7 @@ impl ConWeave {
             .iter()
             .rposition(|&b| b != u32::MAX && b <= q)
             .expect("queue of a host port");
-        ctx.actions.push(LbAction::Release {
-            port: port as u16,
-            queue: (q - self.queue_base[port]) as u16,
-        });
+        ctx.release(port as u16, (q - self.queue_base[port]) as u16);
         self.queues[q as usize] = Queue {
             gen: queue.gen.wrapping_add(1),
             ..Queue::default()
@@ -659,7 +652,52 @@ impl ConWeave {
         }
     }
 
-    pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
+    /// Source-ToR state of the flow of `pkt` (tests and diagnostics).
+    pub fn tx_flow(&self, pkt: &Packet) -> Option<TxFlow> {
+        let (key, slot) = self.key(pkt);
+        self.tx.get(slot).filter(|f| f.key == key).copied()
+    }
+
+    /// Reorder queues of local port `port` in use now.
+    pub fn queues_in_use(&self, port: u16) -> usize {
+        match self.queue_base.get(port as usize) {
+            Some(&b) if b != u32::MAX => self.queues
+                [b as usize..(b + self.cfg.reorder_queues) as usize]
+                .iter()
+                .filter(|q| q.busy)
+                .count(),
+            _ => 0,
+        }
+    }
+}
+
+impl SwitchScheme for ConWeave {
+    /// Upper-tier switches (and ToRs for anything not pinned): the 5-tuple hash.
+    fn choose(&mut self, _ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+        candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize]
+    }
+
+    /// A data packet arrived; `candidates` are its equal-cost egresses here.
+    fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
+        let Some(me) = self.my_tor else {
+            return Ingress::Forward;
+        };
+        let src_tor = self.tor_of[pkt.src as usize];
+        let dst_tor = self.tor_of[pkt.dst as usize];
+        if src_tor == dst_tor {
+            return Ingress::Forward;
+        }
+        if src_tor == me {
+            self.source(ctx, pkt, candidates.len(), dst_tor);
+            Ingress::Forward
+        } else if dst_tor == me {
+            self.destination(ctx, pkt, candidates[0])
+        } else {
+            Ingress::Forward
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         let q = (token >> 32) as u32;
         let gen = token as u32;
         let Some(queue) = self.queues.get(q as usize) else {
@@ -673,7 +711,18 @@ impl ConWeave {
     }
 
     /// A routed scheme message reached this (source) ToR.
-    pub fn on_control(&mut self, ctx: &mut LbCtx, _port: u16, header: &LbHeader) {
+    fn counters(&self, out: &mut Counters) {
+        let c = &self.counters;
+        out.add("reroutes", c.reroutes);
+        out.add("inits", c.inits);
+        out.add("tails", c.tails);
+        out.add("held", c.held);
+        out.add("flushes_on_tail", c.flushes_on_tail);
+        out.add("flushes_on_timeout", c.flushes_on_timeout);
+        out.add("queue_fallbacks", c.queue_fallbacks);
+    }
+
+    fn on_control(&mut self, ctx: &mut LbCtx, _port: u16, header: &LbHeader) {
         if self.my_tor.is_none() {
             return;
         }
@@ -700,29 +749,12 @@ impl ConWeave {
             f.stabilized = true;
         }
     }
-
-    /// Source-ToR state of the flow of `pkt` (tests and diagnostics).
-    pub fn tx_flow(&self, pkt: &Packet) -> Option<TxFlow> {
-        let (key, slot) = self.key(pkt);
-        self.tx.get(slot).filter(|f| f.key == key).copied()
-    }
-
-    /// Reorder queues of local port `port` in use now.
-    pub fn queues_in_use(&self, port: u16) -> usize {
-        match self.queue_base.get(port as usize) {
-            Some(&b) if b != u32::MAX => self.queues
-                [b as usize..(b + self.cfg.reorder_queues) as usize]
-                .iter()
-                .filter(|q| q.busy)
-                .count(),
-            _ => 0,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lb::LbAction;
     use crate::lb::TestSwitch;
     use crate::packet::PacketKind;
 
@@ -878,7 +910,8 @@ mod tests {
         );
         assert!(matches!(
             w.actions.pop(),
-            Some(LbAction::SendRouted { to_host: 0, header, .. }) if header.meta & 3 == MSG_REPLY
+            Some(LbAction::SendRouted { message, .. })
+                if message.to_host == 0 && message.header.meta & 3 == MSG_REPLY
         ));
         // A phase-1 packet overtakes the TAIL: held in a queue, flush timer from timestamps.
         assert!(matches!(
@@ -908,11 +941,11 @@ mod tests {
             Ingress::Forward
         );
         let timer = w.actions.iter().find_map(|a| match a {
-            LbAction::SetTimer { at, token } => Some((*at, *token)),
+            LbAction::SetTimer { at, token, .. } => Some((*at, *token)),
             _ => None,
         });
         assert!(w.actions.iter().any(
-            |a| matches!(a, LbAction::SendRouted { header, .. } if header.meta & 3 == MSG_CLEAR)
+            |a| matches!(a, LbAction::SendRouted { message, .. } if message.header.meta & 3 == MSG_CLEAR)
         ));
         let (at, token) = timer.unwrap();
         assert_eq!(at, Time::from_ns(7_001));

@@ -13,7 +13,7 @@
 //! Not modelled: IP-in-IP encapsulation (the bounce), the receiver's resequencing buffer (an
 //! RDMA NIC has none; go-back-N handles reordering), weighted DRB.
 
-use super::LbCtx;
+use super::{LbCtx, LbFabric, SchemeConfig, SwitchScheme};
 use crate::packet::Packet;
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -48,6 +48,12 @@ pub struct Drb {
     next: Vec<u32>,
 }
 
+impl SchemeConfig for DrbConfig {
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(Drb::new(self, fabric.nodes))
+    }
+}
+
 impl Drb {
     pub fn new(cfg: &DrbConfig, nodes: u32) -> Drb {
         Drb {
@@ -55,9 +61,11 @@ impl Drb {
             next: vec![0; nodes as usize],
         }
     }
+}
 
+impl SwitchScheme for Drb {
     #[inline]
-    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
         let n = candidates.len() as u32;
         let slot = &mut self.next[pkt.dst as usize];
         // The first packet to a destination starts at a random position, as the reference.
@@ -114,6 +122,7 @@ mod tests {
                     now: Time::ZERO,
                     node: 1,
                     ports: &[],
+                    layer: crate::lb::Layer::Base,
                     loopback: None,
                     mmu: None,
                     rng: &mut rng,

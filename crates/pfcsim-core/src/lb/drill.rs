@@ -14,7 +14,7 @@
 //! Not modelled: the paper's decomposition of asymmetric fabrics into symmetric components
 //! (neither reference implements it), several forwarding engines with separate memories.
 
-use super::LbCtx;
+use super::{LbCtx, LbFabric, SchemeConfig, SwitchScheme};
 use crate::engine::Rng;
 use crate::packet::Packet;
 use rand::Rng as _;
@@ -62,9 +62,9 @@ impl Default for DrillConfig {
     }
 }
 
-impl DrillConfig {
+impl SchemeConfig for DrillConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if !(1..=MAX_D).contains(&self.d) {
             return Err(format!(
                 "lb.d: {} is out of range; use 1..={MAX_D} random samples per packet (DRILL default 2)",
@@ -78,6 +78,10 @@ impl DrillConfig {
             ));
         }
         Ok(())
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(Drill::new(self, fabric.nodes))
     }
 }
 
@@ -105,9 +109,11 @@ impl Drill {
             memory: vec![EMPTY; nodes as usize * cfg.m as usize],
         }
     }
+}
 
+impl SwitchScheme for Drill {
     #[inline]
-    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
         let (view, prio) = (ctx.ports, pkt.priority);
         match self.queue {
             DrillQueue::Priority => self.decide(ctx.rng, pkt.dst, candidates, |p| {
@@ -119,6 +125,12 @@ impl Drill {
         }
     }
 
+    fn adopt(&mut self, pkt: &Packet, port: u16) {
+        self.remember(pkt.dst, port)
+    }
+}
+
+impl Drill {
     /// The decision for a packet to `dst`, with `load(port)` the load of a candidate.
     #[inline]
     fn decide(
@@ -171,7 +183,7 @@ impl Drill {
 impl Drill {
     /// RLB with `inner_follows`: the packet to `dst` left on `port` instead of DRILL's choice;
     /// `port` becomes the first remembered port for `dst` (the others move down one place).
-    pub fn adopt(&mut self, dst: u32, port: u16) {
+    pub fn remember(&mut self, dst: u32, port: u16) {
         let mem = &mut self.memory[dst as usize * self.m..][..self.m];
         let at = mem
             .iter()
@@ -294,7 +306,7 @@ mod tests {
         let mut rng = rng();
         let first = drill.decide(&mut rng, 0, &cands, |_| 0);
         let other = (first + 1) % 4;
-        drill.adopt(0, other);
+        drill.remember(0, other);
         assert_eq!(drill.memory, [other]);
         // Equal loads: the remembered port, now the adopted one, keeps the flow.
         for _ in 0..20 {
@@ -311,9 +323,9 @@ mod tests {
         );
         drill.decide(&mut rng, 0, &cands, |p| [4u64, 3, 2, 1][p as usize]);
         assert_eq!(drill.memory, [3, 2]);
-        drill.adopt(0, 0);
+        drill.remember(0, 0);
         assert_eq!(drill.memory, [0, 3]);
-        drill.adopt(0, 3);
+        drill.remember(0, 3);
         assert_eq!(drill.memory, [3, 0]);
     }
 

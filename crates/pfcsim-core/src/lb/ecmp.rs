@@ -6,7 +6,7 @@
 //! instead of Murmur3), so individual flows land on other paths than in those simulators; the
 //! distribution is the same. Not modelled: weighted ECMP, resilient hashing on link failure.
 
-use super::flow_hash;
+use super::{flow_hash, LbCtx, LbFabric, SchemeConfig, SwitchScheme};
 use crate::engine::mix64;
 use crate::packet::Packet;
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,12 @@ pub struct Ecmp {
     salt: u64,
 }
 
+impl SchemeConfig for EcmpConfig {
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(Ecmp::new(self, fabric.node))
+    }
+}
+
 impl Ecmp {
     pub fn new(cfg: &EcmpConfig, node: u32) -> Ecmp {
         Ecmp {
@@ -33,9 +39,17 @@ impl Ecmp {
         }
     }
 
+    /// The candidate of the packet's flow at this switch.
     #[inline]
-    pub fn choose(&self, pkt: &Packet, candidates: &[u16]) -> u16 {
+    pub fn pick(&self, pkt: &Packet, candidates: &[u16]) -> u16 {
         candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize]
+    }
+}
+
+impl SwitchScheme for Ecmp {
+    #[inline]
+    fn choose(&mut self, _ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+        self.pick(pkt, candidates)
     }
 }
 
@@ -57,10 +71,10 @@ mod tests {
     fn same_flow_same_port_and_flows_spread_evenly() {
         let e = Ecmp::new(&EcmpConfig::default(), 130);
         let cands = [4u16, 5, 6, 7];
-        assert_eq!(e.choose(&pkt(1), &cands), e.choose(&pkt(1), &cands));
+        assert_eq!(e.pick(&pkt(1), &cands), e.pick(&pkt(1), &cands));
         let mut counts = [0usize; 8];
         for s in 0..8000u16 {
-            counts[e.choose(&pkt(s), &cands) as usize] += 1;
+            counts[e.pick(&pkt(s), &cands) as usize] += 1;
         }
         for c in &counts[4..8] {
             assert!((1800..2200).contains(c), "{counts:?}");
@@ -73,7 +87,7 @@ mod tests {
         let b = Ecmp::new(&EcmpConfig::default(), 131);
         let cands = [0u16, 1];
         let agree = (0..4000u16)
-            .filter(|&s| a.choose(&pkt(s), &cands) == b.choose(&pkt(s), &cands))
+            .filter(|&s| a.pick(&pkt(s), &cands) == b.pick(&pkt(s), &cands))
             .count();
         // Independent hashes agree about half the time, correlated ones always.
         assert!((1800..2200).contains(&agree), "{agree}");

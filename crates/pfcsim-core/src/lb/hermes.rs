@@ -51,7 +51,8 @@
 //! among good paths (the code's flow count is used), probing agents on dedicated hosts, the
 //! cost of sharing probe results inside a rack.
 
-use super::host::{AckEcho, FlowInfo, HostAction, HostCtx, HostFabric, ProbeEcho};
+use super::host::{AckEcho, FlowInfo, HostAction, HostCtx, HostFabric, HostScheme, ProbeEcho};
+use super::{Capabilities, LbFabric, SchemeConfig, SwitchScheme};
 use crate::lb::NO_TOR;
 use crate::units::{Bytes, Time};
 use rand::Rng as _;
@@ -207,8 +208,8 @@ impl Default for HermesConfig {
     }
 }
 
-impl HermesConfig {
-    pub fn validate(&self) -> Result<(), String> {
+impl SchemeConfig for HermesConfig {
+    fn validate(&self) -> Result<(), String> {
         let fraction = |key: &str, v: f64, example: &str| {
             if (0.0..=1.0).contains(&v) {
                 Ok(())
@@ -261,6 +262,21 @@ impl HermesConfig {
             ));
         }
         Ok(())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            hosts: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        super::host::switch_side(fabric)
+    }
+
+    fn host_scheme(&self, flows: usize, fabric: &HostFabric) -> Option<Box<dyn HostScheme>> {
+        Some(Box::new(Hermes::new(self, fabric, flows)))
     }
 }
 
@@ -688,7 +704,107 @@ impl Hermes {
         self.host_of_node[node as usize]
     }
 
-    pub fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
+    /// The flow's rate in bytes per second at `now`.
+    fn rate(f: &FlowState, now: Time, window: Time) -> f64 {
+        let elapsed = now.saturating_sub(f.win_start);
+        if elapsed >= window || f.rate < 0.0 {
+            if elapsed == Time::ZERO {
+                0.0
+            } else {
+                f.win_bytes as f64 / elapsed.as_secs_f64()
+            }
+        } else {
+            f.rate
+        }
+    }
+
+    /// Index of `tag` among `paths`, trying the flow's two paths first.
+    fn index_of(paths: &[u32], tag: u32, f: &FlowState) -> Option<u16> {
+        if paths.get(f.cur as usize) == Some(&tag) {
+            return Some(f.cur);
+        }
+        if paths.get(f.prev as usize) == Some(&tag) {
+            return Some(f.prev);
+        }
+        paths.iter().position(|&t| t == tag).map(|i| i as u16)
+    }
+
+    /// Marks entry `e` failed if its timeouts or losses say so.
+    fn check_failed(&mut self, e: usize, now: Time) {
+        let cfg = &self.cfg;
+        let s = &mut self.stats[e];
+        let timeouts = s.timeouts[0] + s.timeouts[1];
+        let losses = s.losses[0] + s.losses[1];
+        let sent = (s.sent[0] + s.sent[1]).max(1);
+        let congested = s.ecn(cfg).is_some_and(|f| f >= cfg.ecn_threshold);
+        let lossy = losses >= cfg.fail_losses
+            && losses as f64 >= cfg.fail_loss_fraction * sent as f64
+            && !congested;
+        if timeouts >= cfg.fail_timeouts || lossy {
+            s.failed_until = now + cfg.fail_hold;
+            s.sent = [0; 2];
+            s.losses = [0; 2];
+            s.timeouts = [0; 2];
+        }
+    }
+
+    /// Whether host `h` is its rack's probing agent.
+    fn is_agent(&self, h: u32) -> bool {
+        self.rack[self.host_tor[h as usize] as usize].first() == Some(&h)
+    }
+
+    /// The path host `h` rates best towards ToR `b`: lowest class, then RTT, then index.
+    fn best(&mut self, h: u32, b: u32, n: u16, now: Time) -> u16 {
+        (0..n)
+            .min_by_key(|&i| {
+                let v = self.view(h, b, i, now);
+                (v.class, v.rtt)
+            })
+            .expect("n >= 1")
+    }
+
+    fn probe_slot(&self, a: u32, b: u32, i: u16) -> usize {
+        (self.probe_base[a as usize] + self.row[(a * self.tors + b) as usize]) as usize + i as usize
+    }
+
+    /// Sends a probe on path `i` from ToR `a`'s agent to ToR `b`, unless one is in flight.
+    fn send_probe(&mut self, ctx: &mut HostCtx, a: u32, b: u32, i: u16) {
+        let o = self.probe_slot(a, b, i);
+        if self.probes[o].seq != 0 {
+            return;
+        }
+        self.probe_seq = self.probe_seq.wrapping_add(1).max(1);
+        self.probes[o] = Outstanding {
+            seq: self.probe_seq,
+            sent_at: ctx.now,
+        };
+        for k in 0..self.rack[a as usize].len() {
+            let e = self.entry(self.rack[a as usize][k], b, i);
+            self.stats[e].age(ctx.now, &self.cfg);
+            self.stats[e].sent[0] += 1;
+        }
+        ctx.actions.push(HostAction::SendProbe {
+            to_host: self.rack_node[b as usize],
+            path_tag: ctx.fabric.tor_paths(a, b)[i as usize],
+            priority: self.cfg.probe_priority,
+            meta: self.probe_seq,
+        });
+    }
+
+    /// Host `node`'s class of path `i` towards ToR `b` at `now` (for tests and inspection).
+    pub fn class(&mut self, node: u32, b: u32, i: u16, now: Time) -> PathClass {
+        let h = self.host(node);
+        self.view(h, b, i, now).class
+    }
+
+    /// The path index flow `id` is on.
+    pub fn flow_path(&self, id: u32) -> u16 {
+        self.flows[id as usize].cur
+    }
+}
+
+impl HostScheme for Hermes {
+    fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         let n = ctx.fabric.paths(flow.src, flow.dst).len() as u16;
         let (h, b) = (self.host(flow.src), ctx.fabric.tor(flow.dst));
         if n < 2 || self.host_tor[h as usize] == b {
@@ -721,22 +837,8 @@ impl Hermes {
         f.reordering_until = Time::ZERO;
     }
 
-    /// The flow's rate in bytes per second at `now`.
-    fn rate(f: &FlowState, now: Time, window: Time) -> f64 {
-        let elapsed = now.saturating_sub(f.win_start);
-        if elapsed >= window || f.rate < 0.0 {
-            if elapsed == Time::ZERO {
-                0.0
-            } else {
-                f.win_bytes as f64 / elapsed.as_secs_f64()
-            }
-        } else {
-            f.rate
-        }
-    }
-
     #[inline]
-    pub fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
+    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
         let paths = ctx.fabric.paths(flow.src, flow.dst);
         let f = self.flows[flow.id as usize];
         if !f.active {
@@ -776,19 +878,8 @@ impl Hermes {
         ctx.fabric.paths(flow.src, flow.dst)[cur as usize]
     }
 
-    /// Index of `tag` among `paths`, trying the flow's two paths first.
-    fn index_of(paths: &[u32], tag: u32, f: &FlowState) -> Option<u16> {
-        if paths.get(f.cur as usize) == Some(&tag) {
-            return Some(f.cur);
-        }
-        if paths.get(f.prev as usize) == Some(&tag) {
-            return Some(f.prev);
-        }
-        paths.iter().position(|&t| t == tag).map(|i| i as u16)
-    }
-
     #[inline]
-    pub fn on_ack(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, echo: &AckEcho) {
+    fn on_ack(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, echo: &AckEcho) {
         let f = self.flows[flow.id as usize];
         if !f.active {
             return;
@@ -830,7 +921,7 @@ impl Hermes {
         }
     }
 
-    pub fn on_timeout(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
+    fn on_timeout(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         let f = self.flows[flow.id as usize];
         if !f.active {
             return;
@@ -848,26 +939,7 @@ impl Hermes {
         self.flows[flow.id as usize].repick = true;
     }
 
-    /// Marks entry `e` failed if its timeouts or losses say so.
-    fn check_failed(&mut self, e: usize, now: Time) {
-        let cfg = &self.cfg;
-        let s = &mut self.stats[e];
-        let timeouts = s.timeouts[0] + s.timeouts[1];
-        let losses = s.losses[0] + s.losses[1];
-        let sent = (s.sent[0] + s.sent[1]).max(1);
-        let congested = s.ecn(cfg).is_some_and(|f| f >= cfg.ecn_threshold);
-        let lossy = losses >= cfg.fail_losses
-            && losses as f64 >= cfg.fail_loss_fraction * sent as f64
-            && !congested;
-        if timeouts >= cfg.fail_timeouts || lossy {
-            s.failed_until = now + cfg.fail_hold;
-            s.sent = [0; 2];
-            s.losses = [0; 2];
-            s.timeouts = [0; 2];
-        }
-    }
-
-    pub fn on_flow_end(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
+    fn on_flow_end(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         let f = &mut self.flows[flow.id as usize];
         if !f.active {
             return;
@@ -880,12 +952,7 @@ impl Hermes {
         self.rack_flows[self.host_tor[h as usize] as usize] -= 1;
     }
 
-    /// Whether host `h` is its rack's probing agent.
-    fn is_agent(&self, h: u32) -> bool {
-        self.rack[self.host_tor[h as usize] as usize].first() == Some(&h)
-    }
-
-    pub fn on_start(&mut self, ctx: &mut HostCtx) {
+    fn on_start(&mut self, ctx: &mut HostCtx) {
         let h = self.host(ctx.host);
         if self.cfg.probe && self.tors > 1 && self.is_agent(h) {
             // Agents run at random phases, so that racks do not probe in lockstep. They
@@ -898,7 +965,7 @@ impl Hermes {
     /// A probing round of the agent of this host's rack. With no flow of the rack running,
     /// it only waits for the probes still out (answered, or lost after `probe_timeout`), then
     /// stops until the rack's next flow starts.
-    pub fn on_timer(&mut self, ctx: &mut HostCtx, _token: u64) {
+    fn on_timer(&mut self, ctx: &mut HostCtx, _token: u64) {
         let h = self.host(ctx.host);
         let a = self.host_tor[h as usize];
         let now = ctx.now;
@@ -950,45 +1017,7 @@ impl Hermes {
         });
     }
 
-    /// The path host `h` rates best towards ToR `b`: lowest class, then RTT, then index.
-    fn best(&mut self, h: u32, b: u32, n: u16, now: Time) -> u16 {
-        (0..n)
-            .min_by_key(|&i| {
-                let v = self.view(h, b, i, now);
-                (v.class, v.rtt)
-            })
-            .expect("n >= 1")
-    }
-
-    fn probe_slot(&self, a: u32, b: u32, i: u16) -> usize {
-        (self.probe_base[a as usize] + self.row[(a * self.tors + b) as usize]) as usize + i as usize
-    }
-
-    /// Sends a probe on path `i` from ToR `a`'s agent to ToR `b`, unless one is in flight.
-    fn send_probe(&mut self, ctx: &mut HostCtx, a: u32, b: u32, i: u16) {
-        let o = self.probe_slot(a, b, i);
-        if self.probes[o].seq != 0 {
-            return;
-        }
-        self.probe_seq = self.probe_seq.wrapping_add(1).max(1);
-        self.probes[o] = Outstanding {
-            seq: self.probe_seq,
-            sent_at: ctx.now,
-        };
-        for k in 0..self.rack[a as usize].len() {
-            let e = self.entry(self.rack[a as usize][k], b, i);
-            self.stats[e].age(ctx.now, &self.cfg);
-            self.stats[e].sent[0] += 1;
-        }
-        ctx.actions.push(HostAction::SendProbe {
-            to_host: self.rack_node[b as usize],
-            path_tag: ctx.fabric.tor_paths(a, b)[i as usize],
-            priority: self.cfg.probe_priority,
-            meta: self.probe_seq,
-        });
-    }
-
-    pub fn on_probe_reply(&mut self, ctx: &mut HostCtx, echo: &ProbeEcho) {
+    fn on_probe_reply(&mut self, ctx: &mut HostCtx, echo: &ProbeEcho) {
         let h = self.host(ctx.host);
         let a = self.host_tor[h as usize];
         let b = ctx.fabric.tor(echo.to_host);
@@ -1010,17 +1039,6 @@ impl Hermes {
             let e = self.entry(self.rack[a as usize][k], b, i);
             self.stats[e].sample(ctx.now, echo.rtt, echo.ce, &self.cfg);
         }
-    }
-
-    /// Host `node`'s class of path `i` towards ToR `b` at `now` (for tests and inspection).
-    pub fn class(&mut self, node: u32, b: u32, i: u16, now: Time) -> PathClass {
-        let h = self.host(node);
-        self.view(h, b, i, now).class
-    }
-
-    /// The path index flow `id` is on.
-    pub fn flow_path(&self, id: u32) -> u16 {
-        self.flows[id as usize].cur
     }
 }
 

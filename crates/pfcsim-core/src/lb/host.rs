@@ -5,9 +5,9 @@
 //! ([`crate::packet::LbHeader::path_tag`]: byte `h` is the choice at the packet's `h`-th switch
 //! hop) that the switches honour before asking their own scheme. Switches need no logic of
 //! their own for it: under a host-side scheme they run ECMP for anything untagged. A scheme is
-//! one file in this folder (Presto, Hermes, Clove); the enum [`HostLb`] dispatches to them,
-//! and one instance serves every host of the fabric, keeping per-host and per-flow tables
-//! indexed by host and flow.
+//! one file in this folder (Presto, Hermes, Clove) implementing [`HostScheme`], and one
+//! instance serves every host of the fabric, keeping per-host and per-flow tables indexed by
+//! host and flow.
 //!
 //! What a scheme sees, through [`HostCtx`]:
 //! * the paths between any two hosts' ToRs ([`HostFabric::paths`]), as a sender learns them
@@ -29,13 +29,16 @@
 
 use crate::engine::Rng;
 use crate::units::{Rate, Time};
-
-pub use super::clove::{Clove, CloveConfig, CloveMode};
-pub use super::hermes::{Hermes, HermesConfig};
-pub use super::presto::{Presto, PrestoConfig};
+use std::any::Any;
 
 /// Most paths kept per pair of ToRs (the first ones in tag order).
 pub const MAX_PATHS: usize = 64;
+
+/// The switches' part of a host-side scheme: they honour the senders' path tags and hash
+/// (ECMP) whatever is untagged.
+pub fn switch_side(fabric: &super::LbFabric) -> Box<dyn super::SwitchScheme> {
+    Box::new(super::Ecmp::new(&super::EcmpConfig::default(), fabric.node))
+}
 
 /// The paths between ToRs, as path tags.
 #[derive(Clone, Debug, Default)]
@@ -212,99 +215,50 @@ pub struct HostCtx<'a> {
     pub actions: &'a mut Vec<HostAction>,
 }
 
-/// The host-side scheme of a run (one instance for all hosts).
-#[derive(Clone, Debug)]
-pub enum HostLb {
-    Presto(Box<Presto>),
-    Hermes(Box<Hermes>),
-    Clove(Box<Clove>),
-}
+/// The host-side part of a scheme: one instance serves every host of the run. Only
+/// `path_tag` is required; every other hook does nothing by default.
+pub trait HostScheme: Any + std::fmt::Debug {
+    /// The path tag of the data packet of `flow` carrying bytes from `seq` on.
+    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32;
 
-impl HostLb {
-    /// Flow `flow` starts at its sender.
-    pub fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
-        match self {
-            HostLb::Clove(_) => {}
-            HostLb::Presto(s) => s.on_flow_start(ctx, flow),
-            HostLb::Hermes(s) => s.on_flow_start(ctx, flow),
-        }
+    /// Called once per host at time zero (periodic work starts here).
+    fn on_start(&mut self, ctx: &mut HostCtx) {
+        let _ = ctx;
     }
 
-    /// The path tag of the data packet of `flow` carrying bytes from `seq` on.
-    #[inline]
-    pub fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
-        match self {
-            HostLb::Clove(s) => s.path_tag(ctx, flow, seq),
-            HostLb::Presto(s) => s.path_tag(ctx, flow, seq),
-            HostLb::Hermes(s) => s.path_tag(ctx, flow, seq),
-        }
+    /// Flow `flow` starts at its sender.
+    fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
+        let _ = (ctx, flow);
     }
 
     /// An ACK or NACK of `flow` arrived at its sender.
-    #[inline]
-    pub fn on_ack(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, echo: &AckEcho) {
-        match self {
-            HostLb::Clove(s) => s.on_ack(ctx, flow, echo),
-            HostLb::Presto(_) => {
-                let _ = (ctx, flow, echo);
-            }
-            HostLb::Hermes(s) => s.on_ack(ctx, flow, echo),
-        }
+    fn on_ack(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, echo: &AckEcho) {
+        let _ = (ctx, flow, echo);
     }
 
     /// The retransmission timer of `flow` fired (it goes back to `snd_una`).
-    pub fn on_timeout(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
-        match self {
-            HostLb::Clove(_) => {}
-            HostLb::Presto(_) => {
-                let _ = (ctx, flow);
-            }
-            HostLb::Hermes(s) => s.on_timeout(ctx, flow),
-        }
+    fn on_timeout(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
+        let _ = (ctx, flow);
     }
 
     /// Every byte of `flow` was acknowledged.
-    pub fn on_flow_end(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
-        match self {
-            HostLb::Clove(_) => {}
-            HostLb::Presto(_) => {
-                let _ = (ctx, flow);
-            }
-            HostLb::Hermes(s) => s.on_flow_end(ctx, flow),
-        }
-    }
-
-    /// Called once per host at time zero (periodic work starts here).
-    pub fn on_start(&mut self, ctx: &mut HostCtx) {
-        match self {
-            HostLb::Clove(s) => s.on_start(ctx),
-            HostLb::Presto(_) => {
-                let _ = ctx;
-            }
-            HostLb::Hermes(s) => s.on_start(ctx),
-        }
+    fn on_flow_end(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
+        let _ = (ctx, flow);
     }
 
     /// A timer set with [`HostAction::SetTimer`] fired.
-    pub fn on_timer(&mut self, ctx: &mut HostCtx, token: u64) {
-        match self {
-            HostLb::Clove(_) => {}
-            HostLb::Presto(_) => {
-                let _ = (ctx, token);
-            }
-            HostLb::Hermes(s) => s.on_timer(ctx, token),
-        }
+    fn on_timer(&mut self, ctx: &mut HostCtx, token: u64) {
+        let _ = (ctx, token);
     }
 
     /// The reply to a probe this host sent arrived.
-    pub fn on_probe_reply(&mut self, ctx: &mut HostCtx, echo: &ProbeEcho) {
-        match self {
-            HostLb::Clove(_) => {}
-            HostLb::Presto(_) => {
-                let _ = (ctx, echo);
-            }
-            HostLb::Hermes(s) => s.on_probe_reply(ctx, echo),
-        }
+    fn on_probe_reply(&mut self, ctx: &mut HostCtx, echo: &ProbeEcho) {
+        let _ = (ctx, echo);
+    }
+
+    /// Adds the scheme's counters over all hosts to `out`.
+    fn counters(&self, out: &mut super::Counters) {
+        let _ = out;
     }
 }
 

@@ -26,7 +26,9 @@
 //! modelled: control packets in the utilization estimate (data only), probes on links to hosts,
 //! failure detection beyond aging.
 
-use super::{flow_hash, LbAction, LbCtx, LbFabric, PortDir, NO_TOR};
+use super::{
+    flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
+};
 use crate::engine::mix64;
 use crate::packet::{LbHeader, Packet, PacketKind};
 use crate::units::Time;
@@ -65,9 +67,9 @@ impl Default for HulaConfig {
     }
 }
 
-impl HulaConfig {
+impl SchemeConfig for HulaConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if !(Time::from_us(1)..=Time::from_ms(10)).contains(&self.probe_period) {
             return Err(format!(
                 "lb.probe_period: {} is out of range; use 1us..=10ms (HULA default 10us)",
@@ -86,6 +88,17 @@ impl HulaConfig {
             }
         }
         super::check_table_size(self.table_size)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            fabric: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(Hula::new(self, fabric))
     }
 }
 
@@ -200,35 +213,31 @@ impl Hula {
         let u = self.est[port as usize].value(now, self.tau) * self.norm[port as usize];
         u.min(255.0) as u8
     }
+}
 
-    pub fn on_start(&mut self, ctx: &mut LbCtx) {
+impl SwitchScheme for Hula {
+    fn on_start(&mut self, ctx: &mut LbCtx) {
         if self.my_tor.is_some() {
             self.on_timer(ctx, PROBE_TIMER);
         }
     }
 
     /// The ToR's probe round: a probe on every uplink, and the next round's timer.
-    pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
+    fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         let Some(me) = self.my_tor else { return };
         if token != PROBE_TIMER {
             return;
         }
         for (p, d) in self.port_dir.iter().enumerate() {
             if *d == PortDir::Up {
-                ctx.actions.push(LbAction::SendControl {
-                    port: p as u16,
-                    header: probe_header(me, 0),
-                });
+                ctx.send_control(p as u16, probe_header(me, 0));
             }
         }
-        ctx.actions.push(LbAction::SetTimer {
-            at: ctx.now + Time::from_ps(self.period),
-            token: PROBE_TIMER,
-        });
+        ctx.set_timer(ctx.now + Time::from_ps(self.period), PROBE_TIMER);
     }
 
     /// A probe arrived on `port`: update the best hop, then replicate up-down.
-    pub fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
+    fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
         let now = ctx.now.ps();
         let (tor, probe_util) = probe_fields(header);
         let from = self.port_dir[port as usize];
@@ -257,10 +266,7 @@ impl Hula {
                 _ => false,
             };
             if send {
-                ctx.actions.push(LbAction::SendControl {
-                    port: p as u16,
-                    header: probe_header(tor, carried),
-                });
+                ctx.send_control(p as u16, probe_header(tor, carried));
                 sent = true;
             }
         }
@@ -270,7 +276,7 @@ impl Hula {
     }
 
     #[inline]
-    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
         let now = ctx.now.ps();
         let hash = flow_hash(pkt, self.salt);
         let slot = (hash % self.flowlets.len() as u64) as usize;
@@ -293,7 +299,7 @@ impl Hula {
 
     /// Counts a data packet's bytes in its egress's transmit utilization.
     #[inline]
-    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
+    fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet, _word: &mut u64) {
         if pkt.kind == PacketKind::Data
             && matches!(
                 self.port_dir[port as usize],
@@ -309,6 +315,7 @@ impl Hula {
 mod tests {
     use super::*;
     use crate::lb::TestSwitch;
+    use crate::lb::{Layer, LbAction};
 
     /// (port, tor, util) of the probes sent since the last call.
     fn sent(w: &mut TestSwitch) -> Vec<(u16, u32, u8)> {
@@ -316,7 +323,7 @@ mod tests {
             .actions
             .iter()
             .filter_map(|a| match a {
-                LbAction::SendControl { port, header } => {
+                LbAction::SendControl { port, header, .. } => {
                     let (t, u) = probe_fields(header);
                     Some((*port, t, u))
                 }
@@ -422,7 +429,8 @@ mod tests {
             w.actions.last(),
             Some(&LbAction::SetTimer {
                 at: Time::from_us(10),
-                token: PROBE_TIMER
+                token: PROBE_TIMER,
+                layer: Layer::Base,
             })
         );
         assert_eq!(sent(&mut w), vec![(2, 0, 0), (3, 0, 0), (4, 0, 0)]);

@@ -15,7 +15,7 @@
 //! hardware: flows that collide share an entry (and its flowlets). The timeout is compared
 //! with the gap since the last packet *of the entry*, which every packet refreshes.
 
-use super::{flow_hash, LbCtx};
+use super::{flow_hash, LbCtx, LbFabric, SchemeConfig, SwitchScheme};
 use crate::engine::mix64;
 use crate::packet::Packet;
 use crate::units::Time;
@@ -65,9 +65,9 @@ impl Default for LetFlowConfig {
     }
 }
 
-impl LetFlowConfig {
+impl SchemeConfig for LetFlowConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if self.flowlet_timeout == Time::ZERO {
             return Err(
                 "lb.flowlet_timeout: must be above 0; give a time such as \"100us\" (valid: > 0s)"
@@ -75,6 +75,10 @@ impl LetFlowConfig {
             );
         }
         super::check_table_size(self.table_size)
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(LetFlow::new(self, fabric.node))
     }
 }
 
@@ -109,12 +113,14 @@ impl LetFlow {
     fn slot(&self, pkt: &Packet) -> usize {
         (flow_hash(pkt, self.salt) % self.table.len() as u64) as usize
     }
+}
 
+impl SwitchScheme for LetFlow {
     /// The flowlet decision. With `source_tor` a switch after the first one only gets here
     /// when the packet carries no tag byte for it (the first switch could not write one); it
     /// then decides with its own table.
     #[inline]
-    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
         let now = ctx.now.ps();
         let slot = self.slot(pkt);
         let entry = self.table[slot];
@@ -139,7 +145,7 @@ impl LetFlow {
 
     /// RLB with `inner_follows`: the packet left on `port` instead of its flowlet's port; the
     /// flowlet goes on from `port` (its time and its later hops' tag bytes are kept).
-    pub fn adopt(&mut self, pkt: &Packet, port: u16) {
+    fn adopt(&mut self, pkt: &Packet, port: u16) {
         let slot = self.slot(pkt);
         let entry = self.table[slot];
         if (entry >> 64) as u16 != 0 {
@@ -151,7 +157,7 @@ impl LetFlow {
     /// the path tag of a packet leaving on the flowlet's port (a packet that already carries
     /// a tag, set by its sender, keeps it).
     #[inline]
-    pub fn on_dequeue(&mut self, port: u16, pkt: &mut Packet) {
+    fn on_dequeue(&mut self, _ctx: &mut LbCtx, port: u16, pkt: &mut Packet, _word: &mut u64) {
         if !self.source_tor || pkt.hop != 0 || pkt.lb.path_tag != 0 {
             return;
         }
@@ -169,6 +175,12 @@ mod tests {
     use super::*;
     use crate::engine::{rng_stream, StreamKind};
     use crate::packet::PacketKind;
+
+    /// `lf`'s `on_dequeue` for packet `p` leaving on `port`.
+    fn dequeue(lf: &mut LetFlow, port: u16, p: &mut Packet) {
+        let mut sw = crate::lb::TestSwitch::new(7);
+        lf.on_dequeue(&mut sw.ctx(0), port, p, &mut 0);
+    }
 
     fn pkt(sport: u16) -> Packet {
         let mut p = Packet::new(PacketKind::Data);
@@ -190,6 +202,7 @@ mod tests {
                     now: Time::from_ns(ns),
                     node: 7,
                     ports: &[],
+                    layer: crate::lb::Layer::Base,
                     loopback: None,
                     mmu: None,
                     rng,
@@ -243,7 +256,7 @@ mod tests {
         {
             let port = run(&mut lf, &mut rng, &[(1, ns)])[0];
             let mut p = pkt(1);
-            lf.on_dequeue(port, &mut p);
+            dequeue(&mut lf, port, &mut p);
             let tag = p.lb.path_tag;
             // Byte 0 (this switch) is left to the switch; bytes 1..4 are in 1..=240.
             assert_eq!(tag & 0xff, 0, "{tag:#x}");
@@ -253,7 +266,7 @@ mod tests {
             tags.push(tag);
             // A packet leaving on another port than the flowlet's is not tagged.
             let mut other = pkt(1);
-            lf.on_dequeue(port + 1, &mut other);
+            dequeue(&mut lf, port + 1, &mut other);
             assert_eq!(other.lb.path_tag, 0, "packet {i}");
         }
         // Same flowlet, same tag; new flowlets (after 25 us gaps) draw new ones.
@@ -263,16 +276,16 @@ mod tests {
         // Not the first switch, or a tag set by the sender: nothing is written.
         let mut later = pkt(1);
         later.hop = 1;
-        lf.on_dequeue(2, &mut later);
+        dequeue(&mut lf, 2, &mut later);
         let mut pinned = pkt(1);
         pinned.lb.path_tag = 0x0300;
-        lf.on_dequeue(2, &mut pinned);
+        dequeue(&mut lf, 2, &mut pinned);
         assert_eq!((later.lb.path_tag, pinned.lb.path_tag), (0, 0x0300));
         // every_switch writes no tag.
         let mut lf = LetFlow::new(&LetFlowConfig::default(), 7);
         let port = run(&mut lf, &mut rng, &[(1, 0)])[0];
         let mut p = pkt(1);
-        lf.on_dequeue(port, &mut p);
+        dequeue(&mut lf, port, &mut p);
         assert_eq!(p.lb.path_tag, 0);
     }
 

@@ -1,30 +1,35 @@
-//! Load-balancing schemes that run in the switches, and the interface they plug into.
+//! Load-balancing schemes, and the interface they plug into.
 //!
-//! A scheme is one file in this folder: a config struct (deserialized from the spec's `[lb]`
-//! table, every field with a documented default) and a state struct, one instance per switch.
-//! The closed enums [`LbConfig`] and [`SwitchLb`] register and dispatch them; adding a scheme
-//! means adding one variant to each (see `docs/adding-a-scheme.md`).
+//! A scheme is one file (or folder) here and one row of the registry ([`schemes!`] below):
+//! a config struct, deserialized from the spec's `[lb]` table with every field defaulted and
+//! documented, that implements [`SchemeConfig`]; and the per-switch state, one instance per
+//! switch, that implements [`SwitchScheme`]. A scheme whose part runs at the hosts also has a
+//! [`host::HostScheme`]. Every hook has a default that does nothing, so a scheme writes only
+//! the hooks it uses, and the switch calls the optional ones only for schemes whose
+//! [`Capabilities`] ask for them (the data path of every other scheme has no extra call or
+//! test). `docs/adding-a-scheme.md` walks through adding one.
 //!
 //! What a scheme sees and may do, through [`LbCtx`]:
-//! * read-only views of its switch's ports: per-priority queue bytes, PFC pause state, rate;
+//! * read-only views of its switch's ports ([`PortState`]: per-priority queue bytes, PFC pause
+//!   state, rate, delay, peer) and of its buffer ([`Mmu`]);
 //! * the switch's own RNG stream;
-//! * [`LbAction`]s applied by the switch after the call: send a scheme message to a neighbour
-//!   (a real packet that is serialized and propagates on the link, in the strict-priority
-//!   control queue), or set a timer.
+//! * actions carried out by the switch after the hook: send a scheme message to a neighbour
+//!   or to another ToR (real packets that take link time), set a timer, release held packets.
 //!
-//! Hooks: `on_start` (once, at time zero), `choose` (a data packet needs an egress among
-//! equal-cost candidates), `on_dequeue`
-//! (a data packet leaves an egress queue; the scheme may stamp its `lb` header), `on_control`
-//! (a scheme message from a neighbour arrived) and `on_timer`. Data packets carry the
-//! [`LbHeader`] (a path tag chosen by a sender or source switch, and one scheme-defined
-//! field) and a hop count. Control packets (ACK, NACK, CNP, PFC) are never routed by a scheme:
-//! switches route them with ECMP, as the RDMA references do. A scheme whose
-//! [`LbConfig::sees_acks`] is true (CONGA with `feedback_on_acks`) is also shown ACKs and
-//! NACKs in `on_dequeue`, to piggyback on them or read what they carry; for every other scheme
-//! the switch does not even test for it on the data path.
+//! Hooks ([`SwitchScheme`]): `on_start` (once, at time zero), `choose` (a data packet needs an
+//! egress among equal-cost candidates), `on_dequeue` (a data packet, and with
+//! [`Capabilities::acks`] an ACK or NACK, leaves an egress queue; the scheme may stamp its
+//! `lb` header), `on_ingress` ([`Capabilities::ingress`]: a data packet arrived; the scheme
+//! may hold it in a reorder queue), `on_arrival` ([`Capabilities::scheme_word`]: a packet
+//! carrying the scheme's own header word arrived), `on_control` (a scheme message arrived),
+//! `on_timer`. Data packets carry the [`LbHeader`] (a path tag chosen by a sender or source
+//! switch, and one scheme-defined field) and a hop count. Control packets (ACK, NACK, CNP,
+//! PFC) are never routed by a scheme: switches route them with ECMP, as the RDMA references
+//! do. A scheme's counters ([`SwitchScheme::counters`]) are summed over the switches and
+//! written to the run's results under the scheme's name.
 //!
 //! What a scheme knows of the fabric is given once, at construction, in an [`LbFabric`]: the
-//! node count, and for schemes that ask ([`LbConfig::needs_fabric`]) the ToR of every host and
+//! node count, and for schemes that ask ([`Capabilities::fabric`]) the ToR of every host and
 //! the direction (up, down, host) of each of its ports, as a real switch is configured with
 //! its tunnel endpoints and port roles.
 //!
@@ -34,14 +39,15 @@
 //! at the other end (`ctx.loopback + 1`, visible as `pkt.ingress_port`) to be routed again.
 //! A loopback egress does not count as a hop in `pkt.hop`.
 //!
-//! Wrapping: a scheme may wrap another (RLB wraps any switch-side scheme, `[lb.inner]`). The
-//! wrapper's own messages travel as [`LbAction::SendOuterControl`] and
-//! [`LbAction::SendOuterRouted`] and arrive at `on_outer_control`, so the inner scheme's
-//! messages and the wrapper's never mix; its header fields are the packet's `outer` (RLB's
-//! piggybacked timestamps, read at arrival by `on_outer_arrival`). A scheme whose [`LbConfig::sees_pinned`] is true is
-//! asked to `choose` even for a data packet whose path the sender pinned (see
-//! [`pinned_choice`]): the pinned candidate becomes its input instead of the switch's answer.
-//! A wrapper's timer tokens have bit 63 set ([`OUTER_TIMER`]); inner schemes never set it.
+//! Wrapping ([`wrap`]): a scheme may wrap another (RLB wraps any switch-side scheme,
+//! `[lb.inner]`) and hold it as an [`Inner`]. Scheme messages and timers carry the
+//! [`Layer`] of the scheme that sent or set them, so the wrapper's and the inner scheme's
+//! never mix: the switch hands those of the inner layer straight to the inner scheme. A
+//! scheme may also keep a 64-bit header word of its own beside each packet
+//! ([`Capabilities::scheme_word`]: RLB's piggybacked timestamps), which no other run carries.
+//! A scheme whose [`Capabilities::pinned`] is true is asked to `choose` even for a data
+//! packet whose path the sender pinned (see [`pinned_choice`]): the pinned candidate becomes
+//! its input instead of the switch's answer.
 
 pub mod clove;
 pub mod conga;
@@ -59,12 +65,21 @@ pub mod probe;
 pub mod rlb;
 pub mod rps;
 
+pub mod wrap;
+
 use crate::engine::Rng;
+use crate::metrics::AlertRecord;
 use crate::mmu::Mmu;
 use crate::packet::{LbHeader, Packet};
 use crate::sim::PortState;
 use crate::units::Time;
+use host::{HostFabric, HostScheme};
 use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::collections::BTreeMap;
+
+pub use crate::packet::Layer;
+pub use wrap::Inner;
 
 pub use clove::{Clove, CloveConfig, CloveMode};
 pub use conga::{Conga, CongaConfig};
@@ -93,49 +108,46 @@ fn check_table_size(size: u32) -> Result<(), String> {
     }
 }
 
-/// Something a scheme asks its switch to do once the hook returns.
+/// Something a scheme asks its switch to do once the hook returns (made by the methods of
+/// [`LbCtx`], which tag it with the layer of the hook).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum LbAction {
     /// Send a scheme message out of local port `port`; it arrives at the neighbour's
     /// `on_control` after serialization and propagation.
-    SendControl { port: u16, header: LbHeader },
-    /// Call `on_timer(token)` at time `at`.
-    SetTimer { at: Time, token: u64 },
-    /// Send a scheme message across the fabric to the ToR of host `to_host` (it reaches that
-    /// switch's `on_control`): a 64-byte packet routed like an ACK (ECMP hash of `sport`,
-    /// `dport` at every hop, strict-priority control queue), taking link time at every hop.
-    SendRouted {
-        to_host: u32,
-        sport: u16,
-        dport: u16,
+    SendControl {
+        port: u16,
         header: LbHeader,
+        layer: Layer,
+    },
+    /// Call `on_timer(token)` at time `at`.
+    SetTimer { at: Time, token: u64, layer: Layer },
+    /// Send a scheme message across the fabric to the ToR of a host.
+    SendRouted {
+        message: RoutedMessage,
+        layer: Layer,
     },
     /// Move the packets held in reorder queue `queue` of local egress `port` (see
     /// [`Ingress::Hold`]) into that egress's queue, in the order they were held.
     Release { port: u16, queue: u16 },
-    /// Like `SendControl`, but a message of the wrapping scheme (RLB): it arrives at the
-    /// neighbour's `on_outer_control`, never at the inner scheme.
-    SendOuterControl { port: u16, header: LbHeader },
-    /// A 64-byte message of the wrapping scheme routed to the ToR of host `to_host` (it
-    /// arrives at that switch's `on_outer_control`). It leaves through local port `via` if
-    /// given (then ECMP at every later hop, as `SendRouted`), with source address `src` (a
-    /// node id: a probe may carry the addresses of the data packet it stands for). With
-    /// `priority` 0 it rides the strict-priority control queue, uncharged; with a data
-    /// priority it queues, is charged to the buffer and is paused like that priority's data
-    /// (charged at the sending switch to the ingress of `via`).
-    SendOuterRouted {
-        via: Option<u16>,
-        src: u32,
-        to_host: u32,
-        sport: u16,
-        dport: u16,
-        priority: u8,
-        header: LbHeader,
-    },
 }
 
-/// Bit of the timer tokens of a wrapping scheme (RLB); an inner scheme's tokens never have it.
-pub const OUTER_TIMER: u64 = 1 << 63;
+/// A 64-byte scheme message routed to the ToR of host `to_host` (it reaches that switch's
+/// `on_control`). It leaves through local port `via` if given, else by ECMP on its 5-tuple
+/// (`src`, `to_host`, `sport`, `dport`), and by ECMP at every later hop, as an ACK is routed.
+/// `src` is a node id: a probe may carry the addresses of the data packet it stands for. With
+/// `priority` 0 it rides the strict-priority control queue, uncharged; with a data priority it
+/// queues, is charged to the buffer and is paused like that priority's data (charged at the
+/// sending switch to the ingress of its egress).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoutedMessage {
+    pub via: Option<u16>,
+    pub src: u32,
+    pub to_host: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub priority: u8,
+    pub header: LbHeader,
+}
 
 /// The candidate the sender pinned for a data packet at its current hop, if any: byte `hop`
 /// of `path_tag` (first four hops only), `c + 1` for candidate `c` modulo their number.
@@ -174,7 +186,259 @@ pub struct LbCtx<'a> {
     /// PFC XOFF threshold (`None` only in unit tests without a switch).
     pub mmu: Option<&'a Mmu>,
     pub rng: &'a mut Rng,
+    /// The layer of the scheme whose hook runs: messages and timers it sets are its own.
+    pub layer: Layer,
+    /// What the hooks asked for, carried out by the switch after the call.
     pub actions: &'a mut Vec<LbAction>,
+}
+
+impl LbCtx<'_> {
+    /// Calls `on_timer(token)` of this scheme at time `at`. Tokens are the scheme's own
+    /// (below 2^63: the switch keeps the top bit for the layer).
+    #[inline]
+    pub fn set_timer(&mut self, at: Time, token: u64) {
+        debug_assert!(token < 1 << 63, "timer tokens are below 2^63");
+        self.actions.push(LbAction::SetTimer {
+            at,
+            token,
+            layer: self.layer,
+        });
+    }
+
+    /// Sends a scheme message to the neighbour on local port `port` (strict-priority control
+    /// queue); it arrives at that switch's `on_control` of this scheme.
+    #[inline]
+    pub fn send_control(&mut self, port: u16, header: LbHeader) {
+        self.actions.push(LbAction::SendControl {
+            port,
+            header,
+            layer: self.layer,
+        });
+    }
+
+    /// Sends a scheme message across the fabric to a ToR (see [`RoutedMessage`]).
+    #[inline]
+    pub fn send_routed(&mut self, message: RoutedMessage) {
+        self.actions.push(LbAction::SendRouted {
+            message,
+            layer: self.layer,
+        });
+    }
+
+    /// Releases the packets held in reorder queue `queue` of local egress `port`.
+    #[inline]
+    pub fn release(&mut self, port: u16, queue: u16) {
+        self.actions.push(LbAction::Release { port, queue });
+    }
+
+    /// Runs `hook` as the scheme of `layer` (a wrapper calling its inner scheme).
+    #[inline]
+    pub fn as_layer<R>(&mut self, layer: Layer, hook: impl FnOnce(&mut Self) -> R) -> R {
+        let mine = std::mem::replace(&mut self.layer, layer);
+        let result = hook(self);
+        self.layer = mine;
+        result
+    }
+}
+
+/// What a scheme asks of the switches and hosts that run it. The switch makes a call or a
+/// test on the data path only for a scheme that asks for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The ToR map, port directions, rates and delays of [`LbFabric`] (computing them costs a
+    /// pass over the fabric per switch).
+    pub fabric: bool,
+    /// `choose` is called even for data packets whose path the sender pinned, the pinned
+    /// candidate being the scheme's input (RLB, which may override it on a PFC warning);
+    /// otherwise the switch honours the pin itself.
+    pub pinned: bool,
+    /// The scheme recirculates packets and needs `[switch.loopback]`.
+    pub loopback: bool,
+    /// `on_ingress` is called for every data packet (ConWeave).
+    pub ingress: bool,
+    /// ACKs and NACKs are shown to `on_dequeue` too (CONGA's `feedback_on_acks`).
+    pub acks: bool,
+    /// Every packet carries a 64-bit header word of the scheme's own, handed to `on_dequeue`,
+    /// and `on_arrival` is called for every packet that arrives with a non-zero word (RLB's
+    /// piggybacked timestamps).
+    pub scheme_word: bool,
+    /// Reorder queues the scheme may hold packets in, per host-facing egress of a ToR (0: it
+    /// never holds packets, and no reorder-queue records are kept).
+    pub reorder_queues_per_port: u32,
+    /// Part of the scheme runs at the hosts ([`SchemeConfig::host_scheme`]).
+    pub hosts: bool,
+    /// The scheme wraps an inner one ([`Inner`]): its hooks run as [`Layer::Wrapper`].
+    pub wrapper: bool,
+    /// The scheme reports faulty switches ([`SwitchScheme::alerts`]): its runs write the
+    /// alerts table, even when empty.
+    pub alerts: bool,
+}
+
+/// A scheme's config, the value of the spec's `[lb]` table: checks its parameters and builds
+/// the scheme's instances.
+pub trait SchemeConfig {
+    /// Checks the parameters that their types alone cannot, before any simulation. The
+    /// message names the key (`lb.<key>`) and the valid range.
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// What the scheme asks of the switches and hosts.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// The instance of the scheme for switch `fabric.node` (node ids are `0..fabric.nodes`;
+    /// schemes with per-destination state size their tables with it). Host-side schemes
+    /// return ECMP: switches honour the senders' path tags and hash the rest.
+    ///
+    /// Panics if the config is invalid ([`SchemeConfig::validate`]; specs are validated
+    /// first).
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme>;
+
+    /// The host-side part of the scheme for a run of `flows` flows over `fabric` (`None`: the
+    /// scheme runs in the switches only; see [`Capabilities::hosts`]).
+    fn host_scheme(&self, flows: usize, fabric: &HostFabric) -> Option<Box<dyn HostScheme>> {
+        let _ = (flows, fabric);
+        None
+    }
+
+    /// The resequencing buffer the scheme puts in front of the receivers' transport, if any.
+    fn resequencing(&self) -> Option<Resequencing> {
+        None
+    }
+
+    /// The config of the scheme this one wraps, if it is a wrapper.
+    fn inner(&self) -> Option<&LbConfig> {
+        None
+    }
+}
+
+/// One switch's instance of a scheme. Only `choose` is required.
+pub trait SwitchScheme: Any + std::fmt::Debug {
+    /// Picks the egress (a local port index) of a data packet among `candidates` (never
+    /// empty; in the order of the switch's ports), or the loopback to recirculate it.
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16;
+
+    /// Called once per switch at time zero, before any event (periodic work starts here).
+    fn on_start(&mut self, ctx: &mut LbCtx) {
+        let _ = ctx;
+    }
+
+    /// A data packet (and, with [`Capabilities::acks`], an ACK or NACK) leaves egress `port`;
+    /// the scheme may stamp its `lb` header, and with [`Capabilities::scheme_word`] its own
+    /// header word `word` (otherwise `word` is scratch).
+    fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet, word: &mut u64) {
+        let _ = (ctx, port, pkt, word);
+    }
+
+    /// A data packet arrived at this switch ([`Capabilities::ingress`]); `candidates` are its
+    /// equal-cost egresses. The scheme may rewrite the packet's `lb` header (which routing
+    /// then honours) and hold it.
+    fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
+        let _ = (ctx, pkt, candidates);
+        Ingress::Forward
+    }
+
+    /// A packet whose scheme word `word` is not zero arrived ([`Capabilities::scheme_word`]):
+    /// the scheme reads and clears what is meant for this switch.
+    fn on_arrival(&mut self, ctx: &mut LbCtx, pkt: &Packet, word: &mut u64) {
+        let _ = (ctx, pkt, word);
+    }
+
+    /// A message of this scheme arrived: from the neighbour on local port `port`, or routed
+    /// to this ToR.
+    fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
+        let _ = (ctx, port, header);
+    }
+
+    /// A timer this scheme set fired.
+    fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
+        let _ = (ctx, token);
+    }
+
+    /// A wrapping scheme sent the data packet `pkt` out of `port` instead of this scheme's
+    /// choice: a scheme that remembers ports (DRILL, LetFlow) remembers `port` as if it had
+    /// chosen it. Nothing for a scheme without memory.
+    fn adopt(&mut self, pkt: &Packet, port: u16) {
+        let _ = (pkt, port);
+    }
+
+    /// The scheme this one wraps, if it is a wrapper (the switch hands it the messages and
+    /// timers of [`Layer::Base`]).
+    fn inner(&mut self) -> Option<&mut Inner> {
+        None
+    }
+
+    /// Adds the scheme's counters at this switch to `out` (summed over switches).
+    fn counters(&self, out: &mut Counters) {
+        let _ = out;
+    }
+
+    /// Switches the scheme reported faulty at this switch, in time order.
+    fn alerts(&self) -> &[AlertRecord] {
+        &[]
+    }
+}
+
+/// Runs a timer of `layer` set by `scheme`'s switch: the inner scheme's go to it.
+pub fn on_timer(scheme: &mut dyn SwitchScheme, ctx: &mut LbCtx, layer: Layer, token: u64) {
+    ctx.layer = layer;
+    match (layer, scheme.inner()) {
+        (Layer::Base, Some(inner)) => inner.on_timer(ctx, token),
+        _ => scheme.on_timer(ctx, token),
+    }
+}
+
+/// Delivers a scheme message of `layer` that arrived on local port `port`: the inner
+/// scheme's go to it.
+pub fn on_control(
+    scheme: &mut dyn SwitchScheme,
+    ctx: &mut LbCtx,
+    layer: Layer,
+    port: u16,
+    header: &LbHeader,
+) {
+    ctx.layer = layer;
+    match (layer, scheme.inner()) {
+        (Layer::Base, Some(inner)) => inner.on_control(ctx, port, header),
+        _ => scheme.on_control(ctx, port, header),
+    }
+}
+
+/// Named counters of a run's schemes, summed over switches, as `<scheme>.<counter>`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counters {
+    scheme: &'static str,
+    values: BTreeMap<String, u64>,
+}
+
+impl Counters {
+    /// An empty set, for the counters of scheme `scheme`.
+    pub fn new(scheme: &'static str) -> Counters {
+        Counters {
+            scheme,
+            values: BTreeMap::new(),
+        }
+    }
+
+    /// Adds `value` to the counter `name` of the scheme being asked.
+    pub fn add(&mut self, name: &str, value: u64) {
+        let key = format!("{}.{name}", self.scheme);
+        *self.values.entry(key).or_default() += value;
+    }
+
+    /// Asks `scheme` (a wrapped scheme) for its counters, under its own name.
+    pub fn of(&mut self, scheme: &'static str, ask: impl FnOnce(&mut Counters)) {
+        let mine = std::mem::replace(&mut self.scheme, scheme);
+        ask(self);
+        self.scheme = mine;
+    }
+
+    /// The counters, by `<scheme>.<counter>`.
+    pub fn into_map(self) -> BTreeMap<String, u64> {
+        self.values
+    }
 }
 
 /// Where a switch port leads.
@@ -202,7 +466,7 @@ pub struct LbFabric {
     pub node: u32,
     /// Node ids are `0..nodes`.
     pub nodes: u32,
-    /// Filled only if the scheme [`LbConfig::needs_fabric`] (empty otherwise):
+    /// Filled only if the scheme asks for it ([`Capabilities::fabric`]) (empty otherwise):
     /// `tor_of[n]` is the ToR index (`0..tors`, in node order) of the switch host `n` is
     /// attached to, [`NO_TOR`] for switches.
     pub tor_of: Vec<u32>,
@@ -220,42 +484,74 @@ pub struct LbFabric {
     pub tor_hops: Vec<u32>,
 }
 
-/// The `[lb]` table of a spec: which scheme, with its parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-// Written as a table with `scheme = "<variant>"` (see `crate::tagged`).
-#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
-pub enum LbConfig {
-    /// Per-flow hashing of the 5-tuple with a per-switch salt.
-    Ecmp(EcmpConfig),
-    /// Random packet spraying over equal-cost next hops.
-    Rps(RpsConfig),
-    /// Per-packet round robin per destination (DRB).
-    Drb(DrbConfig),
-    /// Flowlet switching with a random egress per flowlet (LetFlow).
-    #[serde(rename = "letflow")]
-    LetFlow(LetFlowConfig),
-    /// Per-packet least-loaded of d samples and m remembered egresses (DRILL).
-    Drill(DrillConfig),
-    /// Congestion-aware flowlet placement at the source leaf with leaf-to-leaf feedback (CONGA).
-    Conga(CongaConfig),
-    /// Hop-by-hop flowlet routing on the best next hop learnt from utilization probes (HULA).
-    Hula(HulaConfig),
-    /// RTT-probed rerouting at the source ToR with reordering at the destination ToR (ConWeave).
-    #[serde(rename = "conweave")]
-    ConWeave(ConWeaveConfig),
-    /// Host-side: flowcells round robin over the paths, resequenced at the receiver (Presto).
-    Presto(PrestoConfig),
-    /// Host-side: paths sensed from ACK echoes and probes (RTT, ECN, losses), classified good,
-    /// gray, bad or failed; cautious rerouting (Hermes).
-    Hermes(HermesConfig),
-    /// Reordering-robust building block around another switch-side scheme (RLB/RLB*): PFC
-    /// prediction with warnings to the upstream switch, reroute or recirculate on a warning.
-    Rlb(RlbConfig),
-    /// Host-side: flowlets on paths drawn by weights that ECN echoes lower (Clove).
-    Clove(CloveConfig),
-    /// Test-only scheme exercising recirculation, timers and scheme messages.
+/// Declares the registered schemes: one row per scheme, `"name" => Variant(Config),
+/// "one-line summary";`. Generates [`LbConfig`] (the `[lb]` table, `scheme = "name"`), its
+/// dispatch to [`SchemeConfig`], and [`registry`].
+macro_rules! schemes {
+    ($($(#[cfg($cfg:meta)])? $name:literal => $variant:ident($config:ty), $summary:literal;)*) => {
+        /// The `[lb]` table of a spec: which scheme, with its parameters.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        // Written as a table with `scheme = "<name>"` (see `crate::tagged`).
+        #[serde(remote = "Self", deny_unknown_fields)]
+        pub enum LbConfig {
+            $($(#[cfg($cfg)])? #[doc = $summary] #[serde(rename = $name)] $variant($config),)*
+        }
+
+        impl LbConfig {
+            /// The scheme's name, as the spec writes it.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $($(#[cfg($cfg)])? LbConfig::$variant(_) => $name,)*
+                }
+            }
+
+            /// The scheme's config behind the interface every scheme implements.
+            pub fn scheme(&self) -> &dyn SchemeConfig {
+                match self {
+                    $($(#[cfg($cfg)])? LbConfig::$variant(c) => c,)*
+                }
+            }
+        }
+
+        /// Every registered scheme: name, one-line summary and defaults.
+        pub fn registry() -> Vec<Registered> {
+            vec![$($(#[cfg($cfg)])? Registered {
+                name: $name,
+                summary: $summary,
+                defaults: LbConfig::$variant(<$config>::default()),
+            },)*]
+        }
+    };
+}
+
+schemes! {
+    "ecmp" => Ecmp(EcmpConfig),
+        "per-flow 5-tuple hash over equal-cost next hops, salted per switch";
+    "rps" => Rps(RpsConfig),
+        "random packet spraying: a uniformly random equal-cost next hop per packet";
+    "drb" => Drb(DrbConfig),
+        "per-packet round robin over equal-cost next hops, one counter per destination";
+    "letflow" => LetFlow(LetFlowConfig),
+        "flowlet switching: a new uniformly random next hop after a gap longer than the timeout";
+    "drill" => Drill(DrillConfig),
+        "per packet, the least-loaded egress queue among d random samples and m remembered";
+    "conga" => Conga(CongaConfig),
+        "flowlets placed by the source leaf on the least congested path (DRE utilization, max along the path, fed back leaf to leaf)";
+    "hula" => Hula(HulaConfig),
+        "flowlets routed hop by hop on the best next hop towards the destination ToR, learnt from periodic utilization probes";
+    "conweave" => ConWeave(ConWeaveConfig),
+        "the source ToR reroutes a flow when its RTT probe is late (epochs, TAIL/CLEAR, ECN-filtered paths); the destination ToR restores order in bounded reorder queues";
+    "presto" => Presto(PrestoConfig),
+        "host-side: 64 KB flowcells sent round robin over the paths; the receiver resequences between flowcells";
+    "hermes" => Hermes(HermesConfig),
+        "host-side: paths sensed from ACK echoes (RTT, ECN) and rack probes, classed good/gray/bad/failed; flows move only off bad paths when small gains are clear, or at once off failed ones";
+    "rlb" => Rlb(RlbConfig),
+        "wraps a switch-side scheme ([lb.inner]): predicts PFC from ingress queue growth and warns the upstream switch, which reroutes or recirculates packets bound for a warned path (RLB; adaptive = true: RLB*)";
+    "clove" => Clove(CloveConfig),
+        "host-side: flowlets on paths drawn by weight; a path's weight is cut by a third on an ECN echo, spread over the others (or uniform: edge_flowlet)";
     #[cfg(test)]
-    Probe(probe::ProbeConfig),
+    "probe" => Probe(probe::ProbeConfig),
+        "test-only scheme exercising recirculation, timers and scheme messages";
 }
 
 crate::tagged::internally_tagged!(LbConfig, "scheme");
@@ -266,368 +562,93 @@ impl Default for LbConfig {
     }
 }
 
-/// Name, one-line description and defaults of every registered scheme.
-pub fn registry() -> Vec<(&'static str, &'static str, LbConfig)> {
-    vec![
-        (
-            "ecmp",
-            "per-flow 5-tuple hash over equal-cost next hops, salted per switch",
-            LbConfig::Ecmp(EcmpConfig::default()),
-        ),
-        (
-            "rps",
-            "random packet spraying: a uniformly random equal-cost next hop per packet",
-            LbConfig::Rps(RpsConfig::default()),
-        ),
-        (
-            "drb",
-            "per-packet round robin over equal-cost next hops, one counter per destination",
-            LbConfig::Drb(DrbConfig::default()),
-        ),
-        (
-            "letflow",
-            "flowlet switching: a new uniformly random next hop after a gap longer than the timeout",
-            LbConfig::LetFlow(LetFlowConfig::default()),
-        ),
-        (
-            "drill",
-            "per packet, the least-loaded egress queue among d random samples and m remembered",
-            LbConfig::Drill(DrillConfig::default()),
-        ),
-        (
-            "conga",
-            "flowlets placed by the source leaf on the least congested path (DRE utilization, max along the path, fed back leaf to leaf)",
-            LbConfig::Conga(CongaConfig::default()),
-        ),
-        (
-            "hula",
-            "flowlets routed hop by hop on the best next hop towards the destination ToR, learnt from periodic utilization probes",
-            LbConfig::Hula(HulaConfig::default()),
-        ),
-        (
-            "conweave",
-            "the source ToR reroutes a flow when its RTT probe is late (epochs, TAIL/CLEAR, ECN-filtered paths); the destination ToR restores order in bounded reorder queues",
-            LbConfig::ConWeave(ConWeaveConfig::default()),
-        ),
-        (
-            "presto",
-            "host-side: 64 KB flowcells sent round robin over the paths; the receiver resequences between flowcells",
-            LbConfig::Presto(PrestoConfig::default()),
-        ),
-        (
-            "hermes",
-            "host-side: paths sensed from ACK echoes (RTT, ECN) and rack probes, classed good/gray/bad/failed; flows move only off bad paths when small gains are clear, or at once off failed ones",
-            LbConfig::Hermes(HermesConfig::default()),
-        ),
-        (
-            "rlb",
-            "wraps a switch-side scheme ([lb.inner]): predicts PFC from ingress queue growth and warns the upstream switch, which reroutes or recirculates packets bound for a warned path (RLB; adaptive = true: RLB*)",
-            LbConfig::Rlb(RlbConfig::default()),
-        ),
-        (
-            "clove",
-            "host-side: flowlets on paths drawn by weight; a path's weight is cut by a third on an ECN echo, spread over the others (or uniform: edge_flowlet)",
-            LbConfig::Clove(CloveConfig::default()),
-        ),
-    ]
+/// A row of the registry.
+#[derive(Clone, Debug)]
+pub struct Registered {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub defaults: LbConfig,
+}
+
+impl Registered {
+    /// The scheme's keys with their default values, as TOML `key = value` in the config's
+    /// order (a nested table such as RLB's `inner` written inline).
+    pub fn default_keys(&self) -> Vec<String> {
+        let text = toml::to_string(&self.defaults).expect("scheme defaults serialize");
+        let mut keys: Vec<String> = Vec::new();
+        let mut nested: Option<(String, Vec<String>)> = None;
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                keys.extend(nested.take().map(inline));
+                nested = Some((name.to_string(), Vec::new()));
+            } else if let Some((_, fields)) = &mut nested {
+                fields.push(line.to_string());
+            } else if !line.starts_with("scheme = ") {
+                keys.push(line.to_string());
+            }
+        }
+        keys.extend(nested.map(inline));
+        keys
+    }
+}
+
+/// A nested table's lines as one inline table.
+fn inline((name, fields): (String, Vec<String>)) -> String {
+    format!("{name} = {{ {} }}", fields.join(", "))
+}
+
+/// The `[lb]` table of `docs/spec.md`, made from the registry (a test keeps the page in
+/// step; `pfcsim-rs schemes --markdown` prints it).
+pub fn registry_markdown() -> String {
+    markdown_table(&registry())
+}
+
+/// A Markdown table of `schemes`: name, summary, keys with defaults, page.
+fn markdown_table(schemes: &[Registered]) -> String {
+    let mut out = String::from("| `scheme` | what it does | keys and their defaults | page |\n");
+    out.push_str("|---|---|---|---|\n");
+    for scheme in schemes {
+        let keys: Vec<String> = scheme
+            .default_keys()
+            .iter()
+            .map(|k| format!("`{}`", k.replace('|', "\\|")))
+            .collect();
+        let keys = if keys.is_empty() {
+            "none".to_string()
+        } else {
+            keys.join(", ")
+        };
+        out.push_str(&format!(
+            "| `\"{name}\"` | {summary} | {keys} | [schemes/{name}.md](schemes/{name}.md) |\n",
+            name = scheme.name,
+            summary = scheme.summary.replace('|', "\\|"),
+        ));
+    }
+    out
 }
 
 impl LbConfig {
-    pub fn name(&self) -> &'static str {
-        match self {
-            LbConfig::Ecmp(_) => "ecmp",
-            LbConfig::Rps(_) => "rps",
-            LbConfig::Drb(_) => "drb",
-            LbConfig::LetFlow(_) => "letflow",
-            LbConfig::Drill(_) => "drill",
-            LbConfig::Conga(_) => "conga",
-            LbConfig::Hula(_) => "hula",
-            LbConfig::ConWeave(_) => "conweave",
-            LbConfig::Presto(_) => "presto",
-            LbConfig::Hermes(_) => "hermes",
-            LbConfig::Rlb(_) => "rlb",
-            LbConfig::Clove(_) => "clove",
-            #[cfg(test)]
-            LbConfig::Probe(_) => "probe",
-        }
-    }
-
-    /// Checks the parameters that their types alone cannot, before any simulation. The
-    /// message names the key (`lb.<key>`) and the valid range.
+    /// Checks the parameters before any simulation (see [`SchemeConfig::validate`]).
     pub fn validate(&self) -> Result<(), String> {
-        match self {
-            LbConfig::LetFlow(c) => c.validate(),
-            LbConfig::Drill(c) => c.validate(),
-            LbConfig::Conga(c) => c.validate(),
-            LbConfig::Hula(c) => c.validate(),
-            LbConfig::ConWeave(c) => c.validate(),
-            LbConfig::Presto(c) => c.validate(),
-            LbConfig::Hermes(c) => c.validate(),
-            LbConfig::Rlb(c) => c.validate(),
-            LbConfig::Clove(c) => c.validate(),
-            _ => Ok(()),
-        }
+        self.scheme().validate()
     }
 
-    /// Whether instances need the ToR map and port directions of [`LbFabric`] (computing
-    /// them costs a pass over the fabric per switch, so other schemes skip it).
-    pub fn needs_fabric(&self) -> bool {
-        matches!(
-            self,
-            LbConfig::Conga(_) | LbConfig::Hula(_) | LbConfig::ConWeave(_) | LbConfig::Rlb(_)
-        )
+    /// What the scheme asks of the switches and hosts.
+    pub fn capabilities(&self) -> Capabilities {
+        self.scheme().capabilities()
     }
 
-    /// Whether switches ask the scheme to `choose` for data packets whose path the sender
-    /// pinned, the pinned candidate being the scheme's input (RLB, which may override it on a
-    /// PFC warning). False for every other scheme: the switch honours the pin itself.
-    pub fn sees_pinned(&self) -> bool {
-        matches!(self, LbConfig::Rlb(_))
+    /// The scheme's instance for switch `fabric.node`.
+    pub fn instantiate(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        self.scheme().switch_scheme(fabric)
     }
 
-    /// Whether the scheme recirculates packets and so needs `[switch.loopback]` (RLB with
-    /// `recirculation = true`).
-    pub fn needs_loopback(&self) -> bool {
-        matches!(self, LbConfig::Rlb(c) if c.recirculation)
-    }
-
-    /// Whether switches call the scheme's `on_ingress` for every data packet (ConWeave).
-    /// False for every other scheme: their data path has no extra call.
-    pub fn uses_ingress(&self) -> bool {
-        match self {
-            LbConfig::ConWeave(_) => true,
-            LbConfig::Rlb(c) => c.inner.uses_ingress(),
-            _ => false,
-        }
-    }
-
-    /// Reorder queues the scheme may hold packets in, per host-facing egress of a ToR (0: the
-    /// scheme never holds packets, and no reorder-queue records are kept).
-    pub fn reorder_queues_per_port(&self) -> u32 {
-        match self {
-            LbConfig::ConWeave(c) => c.reorder_queues,
-            LbConfig::Rlb(c) => c.inner.reorder_queues_per_port(),
-            _ => 0,
-        }
-    }
-
-    /// Whether switches show ACKs and NACKs to the scheme's `on_dequeue` (CONGA with
-    /// `feedback_on_acks`). False for every other scheme: their data path has no extra test.
-    pub fn sees_acks(&self) -> bool {
-        match self {
-            LbConfig::Conga(c) => c.feedback_on_acks,
-            LbConfig::Rlb(c) => c.inner.sees_acks() || c.piggybacks(),
-            _ => false,
-        }
-    }
-
-    /// Whether switches show the scheme every data packet, ACK and NACK that arrives carrying
-    /// an [`crate::packet::OuterHeader`] field (`on_outer_arrival`): RLB with piggybacked RTT
-    /// timestamps. False for every other scheme: their data path has no extra test.
-    pub fn reads_outer_header(&self) -> bool {
-        matches!(self, LbConfig::Rlb(c) if c.piggybacks())
-    }
-
-    /// Whether part of the scheme runs at the hosts ([`LbConfig::host_side`]).
-    pub fn runs_at_hosts(&self) -> bool {
-        match self {
-            LbConfig::Presto(_) | LbConfig::Hermes(_) | LbConfig::Clove(_) => true,
-            LbConfig::Rlb(c) => c.inner.runs_at_hosts(),
-            _ => false,
-        }
-    }
-
-    /// The host-side part of the scheme for a run of `flows` flows over `fabric` (`None`: the
-    /// scheme runs in the switches only).
-    pub fn host_side(&self, flows: usize, fabric: &host::HostFabric) -> Option<host::HostLb> {
-        match self {
-            LbConfig::Presto(c) => Some(host::HostLb::Presto(Box::new(Presto::new(c, flows)))),
-            LbConfig::Hermes(c) => Some(host::HostLb::Hermes(Box::new(Hermes::new(
-                c, fabric, flows,
-            )))),
-            // RLB over a host-side scheme: the hosts run it, RLB takes their paths as input.
-            LbConfig::Rlb(c) => c.inner.host_side(flows, fabric),
-            LbConfig::Clove(c) => Some(host::HostLb::Clove(Box::new(Clove::new(c, flows)))),
-            _ => None,
-        }
-    }
-
-    /// The resequencing buffer the scheme puts in front of the receivers' transport, if any.
-    pub fn resequencing(&self) -> Option<Resequencing> {
-        match self {
-            LbConfig::Presto(c) => c.resequencing(),
-            LbConfig::Rlb(c) => c.inner.resequencing(),
-            _ => None,
-        }
-    }
-
-    /// The instance of the scheme for switch `fabric.node` (node ids are `0..fabric.nodes`;
-    /// schemes with per-destination state size their tables with it).
-    ///
-    /// Panics if the config is invalid ([`LbConfig::validate`]; specs are validated first).
-    pub fn instantiate(&self, fabric: &LbFabric) -> SwitchLb {
-        let (node, nodes) = (fabric.node, fabric.nodes);
-        match self {
-            LbConfig::Ecmp(c) => SwitchLb::Ecmp(Ecmp::new(c, node)),
-            LbConfig::Rps(_) => SwitchLb::Rps(Rps),
-            LbConfig::Drb(c) => SwitchLb::Drb(Drb::new(c, nodes)),
-            LbConfig::LetFlow(c) => SwitchLb::LetFlow(LetFlow::new(c, node)),
-            LbConfig::Drill(c) => SwitchLb::Drill(Drill::new(c, nodes)),
-            LbConfig::Conga(c) => SwitchLb::Conga(Box::new(Conga::new(c, fabric))),
-            LbConfig::Hula(c) => SwitchLb::Hula(Box::new(Hula::new(c, fabric))),
-            LbConfig::ConWeave(c) => SwitchLb::ConWeave(Box::new(ConWeave::new(c, fabric))),
-            // Host-side schemes: switches honour the senders' path tags and hash the rest.
-            LbConfig::Presto(_) | LbConfig::Hermes(_) | LbConfig::Clove(_) => {
-                SwitchLb::Ecmp(Ecmp::new(&EcmpConfig::default(), node))
-            }
-            LbConfig::Rlb(c) => SwitchLb::Rlb(Box::new(Rlb::new(c, fabric))),
-            #[cfg(test)]
-            LbConfig::Probe(_) => SwitchLb::Probe(probe::Probe::default()),
-        }
-    }
-}
-
-/// One switch's instance of the configured scheme.
-#[derive(Clone, Debug)]
-pub enum SwitchLb {
-    Ecmp(Ecmp),
-    Rps(Rps),
-    Drb(Drb),
-    LetFlow(LetFlow),
-    Drill(Drill),
-    Conga(Box<Conga>),
-    Hula(Box<Hula>),
-    ConWeave(Box<ConWeave>),
-    Rlb(Box<Rlb>),
-    #[cfg(test)]
-    Probe(probe::Probe),
-}
-
-impl SwitchLb {
-    /// A wrapping scheme (RLB with `inner_follows`) sent the data packet `pkt` out of `port`
-    /// instead of this scheme's choice: the scheme remembers `port` as if it had chosen it.
-    /// Only DRILL and LetFlow remember a port (RLB's validation admits no other).
-    pub fn adopt(&mut self, pkt: &Packet, port: u16) {
-        match self {
-            SwitchLb::Drill(s) => s.adopt(pkt.dst, port),
-            SwitchLb::LetFlow(s) => s.adopt(pkt, port),
-            _ => unreachable!("RLB lets only DRILL and LetFlow follow a reroute"),
-        }
-    }
-
-    /// Picks the egress (a local port index) of a data packet among `candidates` (never
-    /// empty; in the order of the switch's ports).
-    #[inline]
-    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
-        match self {
-            SwitchLb::Ecmp(s) => s.choose(pkt, candidates),
-            SwitchLb::Rps(s) => s.choose(ctx.rng, candidates),
-            SwitchLb::Drb(s) => s.choose(ctx, pkt, candidates),
-            SwitchLb::LetFlow(s) => s.choose(ctx, pkt, candidates),
-            SwitchLb::Drill(s) => s.choose(ctx, pkt, candidates),
-            SwitchLb::Conga(s) => s.choose(ctx, pkt, candidates),
-            SwitchLb::Hula(s) => s.choose(ctx, pkt, candidates),
-            SwitchLb::ConWeave(s) => s.choose(pkt, candidates),
-            SwitchLb::Rlb(s) => s.choose(ctx, pkt, candidates),
-            #[cfg(test)]
-            SwitchLb::Probe(s) => s.choose(ctx, pkt, candidates),
-        }
-    }
-
-    /// A data packet (and, if the scheme [`LbConfig::sees_acks`], an ACK or NACK) leaves
-    /// egress `port`; the scheme may stamp its `lb` header.
-    #[inline]
-    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
-        match self {
-            SwitchLb::LetFlow(s) => s.on_dequeue(port, pkt),
-            SwitchLb::Conga(s) => s.on_dequeue(ctx, port, pkt),
-            SwitchLb::Hula(s) => s.on_dequeue(ctx, port, pkt),
-            SwitchLb::Rlb(s) => s.on_dequeue(ctx, port, pkt),
-            SwitchLb::Ecmp(_)
-            | SwitchLb::Rps(_)
-            | SwitchLb::Drb(_)
-            | SwitchLb::Drill(_)
-            | SwitchLb::ConWeave(_) => {}
-            #[cfg(test)]
-            SwitchLb::Probe(_) => {}
-        }
-    }
-
-    /// A data packet arrived at this switch (only for schemes whose
-    /// [`LbConfig::uses_ingress`] is true); `candidates` are its equal-cost egresses. The
-    /// scheme may rewrite the packet's `lb` header (which routing then honours) and hold it.
-    pub fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
-        match self {
-            SwitchLb::ConWeave(s) => s.on_ingress(ctx, pkt, candidates),
-            SwitchLb::Rlb(s) => s.inner.on_ingress(ctx, pkt, candidates),
-            _ => Ingress::Forward,
-        }
-    }
-
-    /// A packet carrying an [`crate::packet::OuterHeader`] field arrived
-    /// (only for schemes whose [`LbConfig::reads_outer_header`] is true): the wrapper reads
-    /// and clears what is meant for this switch.
-    #[inline]
-    pub fn on_outer_arrival(&mut self, ctx: &mut LbCtx, pkt: &mut Packet) {
-        if let SwitchLb::Rlb(s) = self {
-            s.on_arrival(ctx, pkt);
-        }
-    }
-
-    /// A scheme message from the neighbour on local port `port` arrived.
-    pub fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
-        match self {
-            SwitchLb::Hula(s) => s.on_control(ctx, port, header),
-            SwitchLb::ConWeave(s) => s.on_control(ctx, port, header),
-            SwitchLb::Rlb(s) => s.inner.on_control(ctx, port, header),
-            SwitchLb::Conga(_)
-            | SwitchLb::Ecmp(_)
-            | SwitchLb::Rps(_)
-            | SwitchLb::Drb(_)
-            | SwitchLb::LetFlow(_)
-            | SwitchLb::Drill(_) => {
-                let _ = (ctx, port, header);
-            }
-            #[cfg(test)]
-            SwitchLb::Probe(s) => s.on_control(ctx, port, header),
-        }
-    }
-
-    /// A message of the wrapping scheme ([`LbAction::SendOuterControl`] from the neighbour on
-    /// local port `port`, or [`LbAction::SendOuterRouted`]) arrived.
-    pub fn on_outer_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
-        if let SwitchLb::Rlb(s) = self {
-            s.on_own_control(ctx, port, header);
-        }
-    }
-
-    /// Called once per switch at time zero, before any event (periodic work starts here).
-    pub fn on_start(&mut self, ctx: &mut LbCtx) {
-        match self {
-            SwitchLb::Hula(s) => s.on_start(ctx),
-            SwitchLb::Rlb(s) => s.on_start(ctx),
-            _ => {
-                let _ = ctx;
-            }
-        }
-    }
-
-    /// A timer set with [`LbAction::SetTimer`] fired.
-    pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
-        match self {
-            SwitchLb::Hula(s) => s.on_timer(ctx, token),
-            SwitchLb::ConWeave(s) => s.on_timer(ctx, token),
-            SwitchLb::Rlb(s) => s.on_timer(ctx, token),
-            SwitchLb::Conga(_)
-            | SwitchLb::Ecmp(_)
-            | SwitchLb::Rps(_)
-            | SwitchLb::Drb(_)
-            | SwitchLb::LetFlow(_)
-            | SwitchLb::Drill(_) => {
-                let _ = (ctx, token);
-            }
-            #[cfg(test)]
-            SwitchLb::Probe(s) => s.on_timer(ctx, token),
+    /// The innermost scheme: this one, or the one a wrapper wraps (the scheme whose host
+    /// side runs at the hosts, under which its counters are written).
+    pub fn innermost(&self) -> &LbConfig {
+        match self.scheme().inner() {
+            Some(inner) => inner.innermost(),
+            None => self,
         }
     }
 }
@@ -648,6 +669,8 @@ pub fn flow_hash(pkt: &Packet, salt: u64) -> u64 {
 pub(crate) struct TestSwitch {
     pub node: u32,
     pub rng: Rng,
+    /// The layer the hooks run as (a wrapper's tests set [`Layer::Wrapper`]).
+    pub layer: Layer,
     pub actions: Vec<LbAction>,
 }
 
@@ -657,6 +680,7 @@ impl TestSwitch {
         TestSwitch {
             node,
             rng: crate::engine::rng_stream(3, crate::engine::StreamKind::Switch, 1),
+            layer: Layer::Base,
             actions: Vec::new(),
         }
     }
@@ -670,7 +694,52 @@ impl TestSwitch {
             loopback: None,
             mmu: None,
             rng: &mut self.rng,
+            layer: self.layer,
             actions: &mut self.actions,
         }
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    /// `docs/spec.md`'s `[lb]` table is the registry's: a scheme added, renamed or given a
+    /// new key changes the page too.
+    #[test]
+    fn the_spec_page_lists_the_registry() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/spec.md");
+        let page = std::fs::read_to_string(path).expect("docs/spec.md");
+        let (begin, end) = ("<!-- schemes: begin -->\n", "<!-- schemes: end -->");
+        let start = page.find(begin).expect("the schemes table's begin marker") + begin.len();
+        let stop = page.find(end).expect("the schemes table's end marker");
+        // The test-only scheme (`probe`) is registered in unit tests only.
+        let shipped: Vec<_> = super::registry()
+            .into_iter()
+            .filter(|s| s.name != "probe")
+            .collect();
+        let expected = super::markdown_table(&shipped);
+        assert!(
+            page[start..stop] == expected,
+            "docs/spec.md's [lb] table is out of date; replace it with the output of \
+             `cargo run -p pfcsim-cli -- schemes --markdown`:\n{expected}"
+        );
+    }
+
+    /// Every scheme has a page, and the registry names each once.
+    #[test]
+    fn every_registered_scheme_has_a_page_and_one_name() {
+        let mut names: Vec<&str> = super::registry().iter().map(|s| s.name).collect();
+        for name in &names {
+            let page = format!(
+                "{}/../../docs/schemes/{name}.md",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            if *name != "probe" {
+                assert!(std::path::Path::new(&page).exists(), "{page} is missing");
+            }
+        }
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "a scheme name is registered twice");
     }
 }

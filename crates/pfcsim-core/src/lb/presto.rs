@@ -18,7 +18,8 @@
 //! Not modelled: weighted round robin for asymmetric fabrics (Presto's controller weights),
 //! the adaptive flush timeout, TSO/GRO batching costs.
 
-use super::host::{FlowInfo, HostCtx};
+use super::host::{FlowInfo, HostCtx, HostFabric, HostScheme};
+use super::{Capabilities, LbFabric, SchemeConfig, SwitchScheme};
 use crate::units::{Bytes, Time};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -52,8 +53,8 @@ impl Default for PrestoConfig {
     }
 }
 
-impl PrestoConfig {
-    pub fn validate(&self) -> Result<(), String> {
+impl SchemeConfig for PrestoConfig {
+    fn validate(&self) -> Result<(), String> {
         if self.flowcell.0 == 0 {
             return Err("lb.flowcell: must be at least 1 byte (Presto: \"64KB\")".into());
         }
@@ -73,12 +74,27 @@ impl PrestoConfig {
     }
 
     /// The receiver's resequencing rule, if on.
-    pub fn resequencing(&self) -> Option<Resequencing> {
+    fn resequencing(&self) -> Option<Resequencing> {
         self.resequence.then_some(Resequencing {
             flowcell: self.flowcell.0,
             timeout: self.reorder_timeout,
             limit: self.reorder_buffer,
         })
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            hosts: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        super::host::switch_side(fabric)
+    }
+
+    fn host_scheme(&self, flows: usize, _fabric: &HostFabric) -> Option<Box<dyn HostScheme>> {
+        Some(Box::new(Presto::new(self, flows)))
     }
 }
 
@@ -107,14 +123,16 @@ impl Presto {
             start: vec![0; flows],
         }
     }
+}
 
-    pub fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
+impl HostScheme for Presto {
+    fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
         let n = ctx.fabric.paths(flow.src, flow.dst).len();
         self.start[flow.id as usize] = ctx.rng.gen_range(0..n) as u16;
     }
 
     #[inline]
-    pub fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
+    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
         let paths = ctx.fabric.paths(flow.src, flow.dst);
         let cell = seq / self.flowcell;
         let start = self.start[flow.id as usize] as u64;

@@ -3,7 +3,7 @@
 //! decision sets a timer whose firing sends a message out of the first candidate port to the
 //! neighbour there, which answers once on the port the message came in on.
 
-use super::{LbAction, LbCtx};
+use super::{Capabilities, LbCtx, LbFabric, SchemeConfig, SwitchScheme};
 use crate::packet::{LbHeader, Packet};
 use crate::units::Time;
 use serde::{Deserialize, Serialize};
@@ -24,14 +24,24 @@ const TOKEN: u64 = 7;
 const PING: u32 = 42;
 const PONG: u32 = 43;
 
-impl Probe {
-    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+impl SchemeConfig for ProbeConfig {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            loopback: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn switch_scheme(&self, _fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(Probe::default())
+    }
+}
+
+impl SwitchScheme for Probe {
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
         if self.ping_port.is_none() {
             self.ping_port = Some(candidates[0]);
-            ctx.actions.push(LbAction::SetTimer {
-                at: ctx.now + Time::from_us(1),
-                token: TOKEN,
-            });
+            ctx.set_timer(ctx.now + Time::from_us(1), TOKEN);
         }
         match ctx.loopback {
             // Came back in at the loopback's far end: now forward it.
@@ -41,26 +51,26 @@ impl Probe {
         }
     }
 
-    pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
+    fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
         assert_eq!(token, TOKEN);
-        ctx.actions.push(LbAction::SendControl {
-            port: self.ping_port.expect("set with the timer"),
-            header: LbHeader {
+        ctx.send_control(
+            self.ping_port.expect("set with the timer"),
+            LbHeader {
                 path_tag: 0,
                 meta: PING,
             },
-        });
+        );
     }
 
-    pub fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
+    fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
         if header.meta == PING {
-            ctx.actions.push(LbAction::SendControl {
+            ctx.send_control(
                 port,
-                header: LbHeader {
+                LbHeader {
                     path_tag: 0,
                     meta: PONG,
                 },
-            });
+            );
         }
     }
 }

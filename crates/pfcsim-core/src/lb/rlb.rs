@@ -23,8 +23,8 @@
 //!   packet is recirculated if allowed, else it takes p.
 //! * **Path RTT** (V), at ToRs for packets to other ToRs, per (destination ToR, uplink), at
 //!   most once per `rtt_period` (default one base RTT). Default `rtt_measurement =
-//!   "piggyback"`, the prototype's: the source ToR writes the send time into the `outer`
-//!   header of a data packet as it leaves the uplink; the destination ToR takes it off at
+//!   "piggyback"`, the prototype's: the source ToR writes the send time into RLB's header
+//!   word ([`Stamps`]) of a data packet as it leaves the uplink; the destination ToR takes it off at
 //!   arrival and returns it on the next packet (data, ACK or NACK) it sends towards the
 //!   source ToR, by any path (the stamp held longest first); RTT = arrival - send time. No
 //!   packet is added. An unanswered stamp raises its path's RTT to its age only once a stamp
@@ -57,7 +57,11 @@
 //! stamp's way back only through the same spine (any path is taken), per-port detection
 //! counters reset other than by Algorithm 2.
 
-use super::{pinned_choice, LbAction, LbConfig, LbCtx, LbFabric, PortDir, SwitchLb, OUTER_TIMER};
+use super::host::{HostFabric, HostScheme};
+use super::{
+    pinned_choice, Capabilities, Counters, Ingress, Inner, LbConfig, LbCtx, LbFabric, PortDir,
+    Resequencing, RoutedMessage, SchemeConfig, SwitchScheme,
+};
 use crate::engine::mix64;
 use crate::metrics::AlertRecord;
 use crate::packet::{LbHeader, Packet};
@@ -166,18 +170,22 @@ impl Default for RlbConfig {
 }
 
 impl RlbConfig {
-    /// Whether path RTTs ride on packets' `outer` header (`rtt_measurement = "piggyback"`).
+    /// Whether path RTTs ride on packets (`rtt_measurement = "piggyback"`), in RLB's scheme
+    /// word.
     pub fn piggybacks(&self) -> bool {
         self.rtt_measurement == RttMeasurement::Piggyback
     }
+}
 
+impl SchemeConfig for RlbConfig {
     /// Checks the values; the message names the key under `[lb]` (`lb.inner.<key>` for the
     /// wrapped scheme's) and the valid range.
-    pub fn validate(&self) -> Result<(), String> {
-        if let LbConfig::Rlb(_) = *self.inner {
-            return Err(
-                "lb.inner.scheme: \"rlb\" cannot wrap itself; choose a switch-side scheme (ecmp, rps, drb, letflow, drill, conga, hula, conweave)".into(),
-            );
+    fn validate(&self) -> Result<(), String> {
+        if self.inner.capabilities().wrapper {
+            return Err(format!(
+                "lb.inner.scheme: \"{}\" wraps a scheme itself and cannot be wrapped; choose a switch-side scheme (ecmp, rps, drb, letflow, drill, conga, hula, conweave)",
+                self.inner.name()
+            ));
         }
         self.inner
             .validate()
@@ -237,6 +245,40 @@ impl RlbConfig {
         }
         super::check_table_size(self.table_size)
     }
+
+    /// RLB's own needs, plus its inner scheme's (it runs the inner scheme's hooks).
+    fn capabilities(&self) -> Capabilities {
+        let inner = self.inner.capabilities();
+        Capabilities {
+            fabric: true,
+            pinned: true,
+            loopback: self.recirculation,
+            ingress: inner.ingress,
+            acks: inner.acks || self.piggybacks(),
+            scheme_word: self.piggybacks(),
+            reorder_queues_per_port: inner.reorder_queues_per_port,
+            hosts: inner.hosts,
+            wrapper: true,
+            alerts: true,
+        }
+    }
+
+    fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(Rlb::new(self, fabric))
+    }
+
+    /// RLB over a host-side scheme: the hosts run it, RLB takes their paths as input.
+    fn host_scheme(&self, flows: usize, fabric: &HostFabric) -> Option<Box<dyn HostScheme>> {
+        self.inner.scheme().host_scheme(flows, fabric)
+    }
+
+    fn resequencing(&self) -> Option<Resequencing> {
+        self.inner.scheme().resequencing()
+    }
+
+    fn inner(&self) -> Option<&LbConfig> {
+        Some(&self.inner)
+    }
 }
 
 /// Kinds of RLB messages (`meta` bits 0..2).
@@ -244,19 +286,44 @@ const MSG_CNM: u32 = 1;
 const MSG_PROBE: u32 = 2;
 const MSG_ECHO: u32 = 3;
 /// Timer tokens (with [`OUTER_TIMER`]).
-const TICK: u64 = OUTER_TIMER | 1;
-const ROUND: u64 = OUTER_TIMER | 2;
+const TICK: u64 = 1;
+const ROUND: u64 = 2;
 /// Probe timestamps: nanoseconds, 22 bits (wrap after 4.19 ms, far above any RTT).
 const TS_BITS: u32 = 22;
 const TS_MASK: u32 = (1 << TS_BITS) - 1;
-/// A piggybacked timestamp (`Packet::outer`): bit 31 set, the source leaf's uplink index in
+/// A piggybacked timestamp (half of [`Stamps`]): bit 31 set, the source leaf's uplink index in
 /// bits 22..30, the send time in bits 0..22 (nanoseconds, wrapping).
 const STAMP_VALID: u32 = 1 << 31;
 /// A destination leaf drops a timestamp it could not return within this time (half the
 /// timestamp's wrap: an older one could be mistaken for a recent one).
 const STAMP_STALE: Time = Time::from_ps(((1u64 << TS_BITS) / 2) * 1_000);
 
-/// The `outer` word of a timestamp of uplink `up` taken at `now`.
+/// RLB's scheme word on a packet ([`Capabilities::scheme_word`]): the timestamps it carries
+/// (0: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamps {
+    /// A timestamp on its way from the source leaf to the destination leaf.
+    pub stamp: u32,
+    /// A timestamp on its way back, piggybacked by the destination leaf.
+    pub echo: u32,
+}
+
+impl Stamps {
+    /// The timestamps a scheme word carries.
+    pub fn of(word: u64) -> Stamps {
+        Stamps {
+            stamp: word as u32,
+            echo: (word >> 32) as u32,
+        }
+    }
+
+    /// The scheme word carrying these timestamps.
+    pub fn word(self) -> u64 {
+        self.stamp as u64 | (self.echo as u64) << 32
+    }
+}
+
+/// The timestamp of uplink `up` taken at `now`.
 #[inline]
 fn stamp_word(up: u8, now: Time) -> u32 {
     STAMP_VALID | (up as u32) << TS_BITS | (now.ps() / 1_000) as u32 & TS_MASK
@@ -359,9 +426,9 @@ pub enum Decision {
 }
 
 /// One switch's RLB instance around its inner scheme.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Rlb {
-    pub inner: SwitchLb,
+    inner: Inner,
     /// The inner scheme adopts the egress of a packet Algorithm 1 rerouted (`inner_follows`).
     inner_follows: bool,
     warning_end: WarningEnd,
@@ -494,7 +561,7 @@ impl Rlb {
         } else {
             Time(4 * interval.ps())
         };
-        let inner = cfg.inner.instantiate(fabric);
+        let inner = Inner::new(&cfg.inner, fabric);
         let piggyback = cfg.piggybacks() && n_up > 0;
         let per_tor = |n: usize| {
             if piggyback {
@@ -505,7 +572,7 @@ impl Rlb {
         };
         Rlb {
             piggyback,
-            inner_acks: cfg.inner.sees_acks(),
+            inner_acks: inner.capabilities().acks,
             held: vec![Held::default(); per_tor(n_up)],
             held_count: vec![0; per_tor(1)],
             answered_sent: vec![Time::ZERO; per_tor(1)],
@@ -559,44 +626,19 @@ impl Rlb {
         }
     }
 
-    pub fn on_start(&mut self, ctx: &mut LbCtx) {
-        self.inner.on_start(ctx);
-    }
-
-    /// A data packet (or, in piggyback mode, an ACK or NACK) leaves egress `port`: the inner
-    /// scheme's hook, the sampling ticks restart if they had stopped (an idle switch does not
-    /// tick, so runs drain), and at a leaf's uplink the piggybacked timestamps are written.
-    #[inline]
-    pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
-        if pkt.kind == crate::packet::PacketKind::Data {
-            self.inner.on_dequeue(ctx, port, pkt);
-            if !self.tick_armed && !self.watched.is_empty() {
-                self.tick_armed = true;
-                ctx.actions.push(LbAction::SetTimer {
-                    at: ctx.now + self.interval,
-                    token: TICK,
-                });
-            }
-        } else if self.inner_acks {
-            self.inner.on_dequeue(ctx, port, pkt);
-        }
-        if self.piggyback {
-            self.piggyback_out(ctx.now, port, pkt);
-        }
-    }
-
     /// Piggyback, at a leaf's uplink `port`: a data packet to another ToR carries a timestamp
     /// of its path if one is due (at most one per `rtt_period` per (destination ToR,
     /// uplink)); any packet to another ToR carries back the oldest timestamp held for it.
     #[inline]
-    fn piggyback_out(&mut self, now: Time, port: u16, pkt: &mut Packet) {
+    fn piggyback_out(&mut self, now: Time, port: u16, pkt: &Packet, word: &mut u64) {
         let up = self.uplink_index[port as usize];
         if up == u8::MAX {
             return;
         }
         let Some(t) = self.dst_tor(pkt) else { return };
         let t = t as usize;
-        if pkt.kind == crate::packet::PacketKind::Data && pkt.outer.stamp == 0 {
+        let mut carried = Stamps::of(*word);
+        if pkt.kind == crate::packet::PacketKind::Data && carried.stamp == 0 {
             let path = &mut self.paths[t * self.n_up + up as usize];
             if !path
                 .last_probe
@@ -604,11 +646,11 @@ impl Rlb {
             {
                 path.last_probe = Some(now);
                 path.unanswered_since.get_or_insert(now);
-                pkt.outer.stamp = stamp_word(up, now);
+                carried.stamp = stamp_word(up, now);
                 self.counters.stamps += 1;
             }
         }
-        if pkt.outer.echo == 0 && self.held_count[t] > 0 {
+        if carried.echo == 0 && self.held_count[t] > 0 {
             let held = &mut self.held[t * self.n_up..(t + 1) * self.n_up];
             let mut oldest: Option<(Time, usize)> = None;
             for (i, h) in held.iter_mut().enumerate() {
@@ -623,74 +665,12 @@ impl Rlb {
                 }
             }
             if let Some((_, i)) = oldest {
-                pkt.outer.echo = held[i].word;
+                carried.echo = held[i].word;
                 held[i].word = 0;
                 self.held_count[t] -= 1;
             }
         }
-    }
-
-    /// Piggyback: a packet carrying a timestamp arrived. At the destination leaf (the
-    /// packet's destination host is one of this ToR's) a forward timestamp is held for the
-    /// way back (a newer one of the same path replaces it); at the source leaf a returned
-    /// one gives the path's RTT: arrival time - send time. Both are cleared from the header.
-    pub fn on_arrival(&mut self, ctx: &mut LbCtx, pkt: &mut Packet) {
-        let Some(me) = self.my_tor else { return };
-        if !self.piggyback || self.tor_of[pkt.dst as usize] != me {
-            return;
-        }
-        let from = self.tor_of[pkt.src as usize];
-        let (stamp, echo) = (pkt.outer.stamp, pkt.outer.echo);
-        pkt.outer = Default::default();
-        if from == super::NO_TOR || from == me {
-            return;
-        }
-        let t = from as usize;
-        if stamp != 0 {
-            let up = (stamp >> TS_BITS & 0xff) as usize;
-            // A source leaf with more uplinks than this one: not measured (irregular fabrics).
-            if up < self.n_up {
-                let h = &mut self.held[t * self.n_up + up];
-                if h.word == 0 {
-                    self.held_count[t] += 1;
-                }
-                *h = Held {
-                    word: stamp,
-                    at: ctx.now,
-                };
-            }
-        }
-        if echo != 0 {
-            let up = (echo >> TS_BITS & 0xff) as usize;
-            if up < self.n_up {
-                let now_ns = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
-                let rtt = Time::from_ns((now_ns.wrapping_sub(echo) & TS_MASK).max(1) as u64);
-                let path = &mut self.paths[t * self.n_up + up];
-                path.sample = rtt;
-                path.unanswered_since = None;
-                let sent = ctx.now.saturating_sub(rtt);
-                self.answered_sent[t] = self.answered_sent[t].max(sent);
-                self.counters.stamp_returns += 1;
-            }
-        }
-    }
-
-    pub fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
-        match token {
-            TICK => {
-                if self.predict(ctx) {
-                    ctx.actions.push(LbAction::SetTimer {
-                        at: ctx.now + self.interval,
-                        token: TICK,
-                    });
-                } else {
-                    self.tick_armed = false;
-                }
-            }
-            ROUND => self.end_round(ctx),
-            _ if token & OUTER_TIMER == 0 => self.inner.on_timer(ctx, token),
-            _ => unreachable!("unknown RLB timer {token:#x}"),
-        }
+        *word = carried.word();
     }
 
     /// Whether egress `port` carries a warning for priority `prio`.
@@ -761,64 +741,17 @@ impl Rlb {
                     } else {
                         self.counters.cnm_clears += 1;
                     }
-                    ctx.actions.push(LbAction::SendOuterControl {
-                        port: p,
-                        header: LbHeader {
+                    ctx.send_control(
+                        p,
+                        LbHeader {
                             path_tag: 0,
                             meta: cnm_meta(warn, prio, p),
                         },
-                    });
+                    );
                 }
             }
         }
         busy
-    }
-
-    /// A message of RLB arrived: a CNM from the downstream switch on `port`, a probe (this
-    /// is the destination ToR) or an echo (this is the source ToR).
-    pub fn on_own_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
-        let meta = header.meta;
-        match meta & 3 {
-            MSG_CNM => {
-                let warn = meta >> 2 & 1 == 1;
-                let prio = (meta >> 3 & 7) as usize;
-                let until = match (warn, self.warning_end) {
-                    (false, _) => Time::ZERO,
-                    (true, WarningEnd::Clear) => Time::MAX,
-                    (true, WarningEnd::Expiry) => ctx.now + self.ttl,
-                };
-                self.warned_until[port as usize * N_PRIO + prio] = until;
-            }
-            MSG_PROBE => {
-                let Some(me) = self.my_tor else { return };
-                ctx.actions.push(LbAction::SendOuterRouted {
-                    via: None,
-                    src: ctx.node,
-                    to_host: header.path_tag,
-                    sport: (meta >> 2 & 0xff) as u16,
-                    dport: me as u16,
-                    priority: 0,
-                    header: LbHeader {
-                        path_tag: me,
-                        meta: MSG_ECHO | (meta & !3),
-                    },
-                });
-            }
-            MSG_ECHO => {
-                let (tor, up) = (header.path_tag as usize, (meta >> 2 & 0xff) as usize);
-                if self.n_up == 0 || up >= self.n_up || tor * self.n_up >= self.paths.len() {
-                    return;
-                }
-                let sent = meta >> 10 & TS_MASK;
-                let now_ns = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
-                let rtt_ns = now_ns.wrapping_sub(sent) & TS_MASK;
-                let path = &mut self.paths[tor * self.n_up + up];
-                path.sample = Time::from_ns(rtt_ns.max(1) as u64);
-                path.unanswered_since = None;
-                self.counters.echoes += 1;
-            }
-            _ => {}
-        }
     }
 
     /// The measured RTT of egress `port` towards ToR `dst_tor` (0 where none is measured:
@@ -895,7 +828,7 @@ impl Rlb {
         path.unanswered_since.get_or_insert(ctx.now);
         self.counters.probes += 1;
         let ts = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
-        ctx.actions.push(LbAction::SendOuterRouted {
+        ctx.send_routed(RoutedMessage {
             via: Some(port),
             src: pkt.src,
             to_host: pkt.dst,
@@ -915,78 +848,6 @@ impl Rlb {
         port.rate()
             .tx_time(port.total_queue_bytes() + pkt.wire_bytes as u64)
             + port.delay()
-    }
-
-    /// Picks the egress of a data packet among `candidates`.
-    pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
-        let mut kept = [0u16; MAX_CANDIDATES];
-        let cands: &[u16] = if self.any_removed {
-            let mut n = 0;
-            for &c in candidates.iter().take(MAX_CANDIDATES) {
-                if !self.removed[c as usize] {
-                    kept[n] = c;
-                    n += 1;
-                }
-            }
-            if n == 0 {
-                candidates
-            } else {
-                &kept[..n]
-            }
-        } else {
-            candidates
-        };
-        // A pinned path RLB* removed as faulty is not taken: the inner scheme chooses instead.
-        let pinned = pinned_choice(pkt, candidates).filter(|&c| !self.removed[c as usize]);
-        let p = match pinned {
-            Some(c) => c,
-            None => self.inner.choose(ctx, pkt, cands),
-        };
-        let lo = ctx.loopback.filter(|_| self.recirculation);
-        let from_loop = ctx.loopback.is_some_and(|l| pkt.ingress_port == l + 1);
-        let dst_tor = self.dst_tor(pkt);
-        if !self.blocked(p, pkt.priority, ctx.now) {
-            // Fast path: the inner choice carries no warning.
-            if from_loop {
-                self.leave_loop(pkt);
-            }
-            self.maybe_probe(ctx, pkt, dst_tor, p);
-            return p;
-        }
-        let t_rc = lo.map_or(Time::MAX, |l| Self::t_rc(ctx, l, pkt));
-        let decision = self.algorithm1(ctx.now, pkt, p, cands, dst_tor, t_rc, lo.is_some());
-        match decision {
-            Decision::Recirculate { charged, gap } => {
-                let lo = lo.expect("recirculation needs the loopback");
-                // Measure the path that made the packet wait, if it is due.
-                if let Some(ps) = charged {
-                    self.maybe_probe(ctx, pkt, dst_tor, ps);
-                }
-                if self.admit_recirculation(ctx, lo, pkt, from_loop, gap, t_rc, charged) {
-                    return lo;
-                }
-                // Refused: the packet takes the path it would have waited for.
-                if from_loop {
-                    self.leave_loop(pkt);
-                }
-                self.maybe_probe(ctx, pkt, dst_tor, p);
-                p
-            }
-            Decision::Forward { port, rerouted } => {
-                if rerouted {
-                    self.counters.reroutes += 1;
-                    // Only a choice the inner scheme made can follow the reroute.
-                    if self.inner_follows && pinned.is_none() {
-                        self.inner.adopt(pkt, port);
-                    }
-                }
-                if from_loop {
-                    self.leave_loop(pkt);
-                }
-                self.maybe_probe(ctx, pkt, dst_tor, port);
-                port
-            }
-        }
     }
 
     /// Algorithm 1 for a packet whose inner choice `p` is blocked: the next candidate after
@@ -1176,10 +1037,7 @@ impl Rlb {
         self.round.queue_at_start = queued;
         self.round.active = true;
         self.round.started += 1;
-        ctx.actions.push(LbAction::SetTimer {
-            at: ctx.now + t_rc,
-            token: ROUND,
-        });
+        ctx.set_timer(ctx.now + t_rc, ROUND);
     }
 
     /// The end of an RLB* round: Algorithm 2, then the next round if packets still
@@ -1239,15 +1097,252 @@ impl Rlb {
     }
 }
 
+impl SwitchScheme for Rlb {
+    fn on_start(&mut self, ctx: &mut LbCtx) {
+        self.inner.on_start(ctx);
+    }
+
+    fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
+        self.inner.on_ingress(ctx, pkt, candidates)
+    }
+
+    fn inner(&mut self) -> Option<&mut Inner> {
+        Some(&mut self.inner)
+    }
+
+    fn counters(&self, out: &mut Counters) {
+        let c = &self.counters;
+        out.add("cnm_warnings", c.cnm_warnings);
+        out.add("cnm_clears", c.cnm_clears);
+        out.add("recirculations", c.recirculations);
+        out.add("reroutes", c.reroutes);
+        out.add("refused_limit", c.refused_limit);
+        out.add("refused_delay", c.refused_delay);
+        out.add("probes", c.probes);
+        out.add("echoes", c.echoes);
+        out.add("stamps", c.stamps);
+        out.add("stamp_returns", c.stamp_returns);
+        self.inner.counters(out);
+    }
+
+    fn alerts(&self) -> &[AlertRecord] {
+        &self.alerts
+    }
+
+    /// A data packet (or, in piggyback mode, an ACK or NACK) leaves egress `port`: the inner
+    /// scheme's hook, the sampling ticks restart if they had stopped (an idle switch does not
+    /// tick, so runs drain), and at a leaf's uplink the piggybacked timestamps are written.
+    #[inline]
+    fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet, word: &mut u64) {
+        if pkt.kind == crate::packet::PacketKind::Data {
+            self.inner.on_dequeue(ctx, port, pkt);
+            if !self.tick_armed && !self.watched.is_empty() {
+                self.tick_armed = true;
+                ctx.set_timer(ctx.now + self.interval, TICK);
+            }
+        } else if self.inner_acks {
+            self.inner.on_dequeue(ctx, port, pkt);
+        }
+        if self.piggyback {
+            self.piggyback_out(ctx.now, port, pkt, word);
+        }
+    }
+
+    /// Piggyback: a packet carrying a timestamp arrived. At the destination leaf (the
+    /// packet's destination host is one of this ToR's) a forward timestamp is held for the
+    /// way back (a newer one of the same path replaces it); at the source leaf a returned
+    /// one gives the path's RTT: arrival time - send time. Both are cleared from the header.
+    fn on_arrival(&mut self, ctx: &mut LbCtx, pkt: &Packet, word: &mut u64) {
+        let Some(me) = self.my_tor else { return };
+        if !self.piggyback || self.tor_of[pkt.dst as usize] != me {
+            return;
+        }
+        let from = self.tor_of[pkt.src as usize];
+        let Stamps { stamp, echo } = Stamps::of(std::mem::take(word));
+        if from == super::NO_TOR || from == me {
+            return;
+        }
+        let t = from as usize;
+        if stamp != 0 {
+            let up = (stamp >> TS_BITS & 0xff) as usize;
+            // A source leaf with more uplinks than this one: not measured (irregular fabrics).
+            if up < self.n_up {
+                let h = &mut self.held[t * self.n_up + up];
+                if h.word == 0 {
+                    self.held_count[t] += 1;
+                }
+                *h = Held {
+                    word: stamp,
+                    at: ctx.now,
+                };
+            }
+        }
+        if echo != 0 {
+            let up = (echo >> TS_BITS & 0xff) as usize;
+            if up < self.n_up {
+                let now_ns = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
+                let rtt = Time::from_ns((now_ns.wrapping_sub(echo) & TS_MASK).max(1) as u64);
+                let path = &mut self.paths[t * self.n_up + up];
+                path.sample = rtt;
+                path.unanswered_since = None;
+                let sent = ctx.now.saturating_sub(rtt);
+                self.answered_sent[t] = self.answered_sent[t].max(sent);
+                self.counters.stamp_returns += 1;
+            }
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut LbCtx, token: u64) {
+        match token {
+            TICK => {
+                if self.predict(ctx) {
+                    ctx.set_timer(ctx.now + self.interval, TICK);
+                } else {
+                    self.tick_armed = false;
+                }
+            }
+            ROUND => self.end_round(ctx),
+            _ => unreachable!("unknown RLB timer {token:#x}"),
+        }
+    }
+
+    /// A message of RLB arrived: a CNM from the downstream switch on `port`, a probe (this
+    /// is the destination ToR) or an echo (this is the source ToR).
+    fn on_control(&mut self, ctx: &mut LbCtx, port: u16, header: &LbHeader) {
+        let meta = header.meta;
+        match meta & 3 {
+            MSG_CNM => {
+                let warn = meta >> 2 & 1 == 1;
+                let prio = (meta >> 3 & 7) as usize;
+                let until = match (warn, self.warning_end) {
+                    (false, _) => Time::ZERO,
+                    (true, WarningEnd::Clear) => Time::MAX,
+                    (true, WarningEnd::Expiry) => ctx.now + self.ttl,
+                };
+                self.warned_until[port as usize * N_PRIO + prio] = until;
+            }
+            MSG_PROBE => {
+                let Some(me) = self.my_tor else { return };
+                ctx.send_routed(RoutedMessage {
+                    via: None,
+                    src: ctx.node,
+                    to_host: header.path_tag,
+                    sport: (meta >> 2 & 0xff) as u16,
+                    dport: me as u16,
+                    priority: 0,
+                    header: LbHeader {
+                        path_tag: me,
+                        meta: MSG_ECHO | (meta & !3),
+                    },
+                });
+            }
+            MSG_ECHO => {
+                let (tor, up) = (header.path_tag as usize, (meta >> 2 & 0xff) as usize);
+                if self.n_up == 0 || up >= self.n_up || tor * self.n_up >= self.paths.len() {
+                    return;
+                }
+                let sent = meta >> 10 & TS_MASK;
+                let now_ns = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
+                let rtt_ns = now_ns.wrapping_sub(sent) & TS_MASK;
+                let path = &mut self.paths[tor * self.n_up + up];
+                path.sample = Time::from_ns(rtt_ns.max(1) as u64);
+                path.unanswered_since = None;
+                self.counters.echoes += 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// Picks the egress of a data packet among `candidates`.
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+        let mut kept = [0u16; MAX_CANDIDATES];
+        let cands: &[u16] = if self.any_removed {
+            let mut n = 0;
+            for &c in candidates.iter().take(MAX_CANDIDATES) {
+                if !self.removed[c as usize] {
+                    kept[n] = c;
+                    n += 1;
+                }
+            }
+            if n == 0 {
+                candidates
+            } else {
+                &kept[..n]
+            }
+        } else {
+            candidates
+        };
+        // A pinned path RLB* removed as faulty is not taken: the inner scheme chooses instead.
+        let pinned = pinned_choice(pkt, candidates).filter(|&c| !self.removed[c as usize]);
+        let p = match pinned {
+            Some(c) => c,
+            None => self.inner.choose(ctx, pkt, cands),
+        };
+        let lo = ctx.loopback.filter(|_| self.recirculation);
+        let from_loop = ctx.loopback.is_some_and(|l| pkt.ingress_port == l + 1);
+        let dst_tor = self.dst_tor(pkt);
+        if !self.blocked(p, pkt.priority, ctx.now) {
+            // Fast path: the inner choice carries no warning.
+            if from_loop {
+                self.leave_loop(pkt);
+            }
+            self.maybe_probe(ctx, pkt, dst_tor, p);
+            return p;
+        }
+        let t_rc = lo.map_or(Time::MAX, |l| Self::t_rc(ctx, l, pkt));
+        let decision = self.algorithm1(ctx.now, pkt, p, cands, dst_tor, t_rc, lo.is_some());
+        match decision {
+            Decision::Recirculate { charged, gap } => {
+                let lo = lo.expect("recirculation needs the loopback");
+                // Measure the path that made the packet wait, if it is due.
+                if let Some(ps) = charged {
+                    self.maybe_probe(ctx, pkt, dst_tor, ps);
+                }
+                if self.admit_recirculation(ctx, lo, pkt, from_loop, gap, t_rc, charged) {
+                    return lo;
+                }
+                // Refused: the packet takes the path it would have waited for.
+                if from_loop {
+                    self.leave_loop(pkt);
+                }
+                self.maybe_probe(ctx, pkt, dst_tor, p);
+                p
+            }
+            Decision::Forward { port, rerouted } => {
+                if rerouted {
+                    self.counters.reroutes += 1;
+                    // Only a choice the inner scheme made can follow the reroute.
+                    if self.inner_follows && pinned.is_none() {
+                        self.inner.adopt(pkt, port);
+                    }
+                }
+                if from_loop {
+                    self.leave_loop(pkt);
+                }
+                self.maybe_probe(ctx, pkt, dst_tor, port);
+                port
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lb::{EcmpConfig, TestSwitch};
+    use crate::lb::{Layer, LbAction};
     use crate::mmu::{Mmu, Threshold};
     use crate::packet::PacketKind;
 
     /// A leaf (node 10) with hosts on ports 0, 1 and uplinks on ports 2..6; ToRs 0 (this one)
     /// and 1 (hosts 2, 3).
+    /// The switch of the tests' RLB instances: its hooks run as the wrapper's.
+    fn switch() -> TestSwitch {
+        let mut sw = TestSwitch::new(10);
+        sw.layer = Layer::Wrapper;
+        sw
+    }
+
     fn leaf(cfg: &RlbConfig) -> Rlb {
         let fabric = LbFabric {
             node: 10,
@@ -1293,7 +1388,7 @@ mod tests {
             path_tag: 0,
             meta: cnm_meta(true, prio, 7),
         };
-        rlb.on_own_control(&mut sw.ctx(0), port, &h);
+        rlb.on_control(&mut sw.ctx(0), port, &h);
     }
 
     /// Algorithm 1. Checked to fail with the RTT gap test replaced by "always reroute" and by
@@ -1302,7 +1397,7 @@ mod tests {
     #[test]
     fn an_unwarned_choice_is_kept_and_a_warned_one_is_replaced_or_recirculated() {
         let mut rlb = leaf(&ecmp_inner());
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         let cands = [2u16, 3, 4, 5];
         let pkt = data(2, 0);
         let t_rc = Time::from_ns(500);
@@ -1383,7 +1478,7 @@ mod tests {
             path_tag: 0,
             meta: cnm_meta(false, 3, 7),
         };
-        rlb.on_own_control(&mut sw.ctx(0), 3, &clear);
+        rlb.on_control(&mut sw.ctx(0), 3, &clear);
         assert!(!rlb.warned(3, 3, Time::ZERO));
     }
 
@@ -1396,18 +1491,22 @@ mod tests {
             ..ecmp_inner()
         };
         let mut rlb = leaf(&probes);
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         let pkt = data(2, 0);
         // The base RTT stands in before any sample: 2 hops x 2 us x 2.
         assert_eq!(rlb.rtt(Time::ZERO, Some(1), 3), Time::from_us(8));
         rlb.maybe_probe(&mut sw.ctx(1_000), &pkt, Some(1), 3);
         let probe = match sw.actions.pop() {
-            Some(LbAction::SendOuterRouted {
-                via: Some(3),
-                to_host: 2,
-                priority: 3,
-                header,
-                ..
+            Some(LbAction::SendRouted {
+                message:
+                    RoutedMessage {
+                        via: Some(3),
+                        to_host: 2,
+                        priority: 3,
+                        header,
+                        ..
+                    },
+                layer: Layer::Wrapper,
             }) => header,
             other => panic!("{other:?}"),
         };
@@ -1419,17 +1518,21 @@ mod tests {
         // The destination ToR (here: another instance) echoes; the echo gives the sample.
         let mut dst = leaf(&probes);
         dst.my_tor = Some(1);
-        dst.on_own_control(&mut sw.ctx(6_000), 2, &probe);
+        dst.on_control(&mut sw.ctx(6_000), 2, &probe);
         let echo = match sw.actions.pop() {
-            Some(LbAction::SendOuterRouted {
-                to_host: 0,
-                priority: 0,
-                header,
-                ..
+            Some(LbAction::SendRouted {
+                message:
+                    RoutedMessage {
+                        to_host: 0,
+                        priority: 0,
+                        header,
+                        ..
+                    },
+                layer: Layer::Wrapper,
             }) => header,
             other => panic!("{other:?}"),
         };
-        rlb.on_own_control(&mut sw.ctx(12_000), 2, &echo);
+        rlb.on_control(&mut sw.ctx(12_000), 2, &echo);
         assert_eq!(rlb.rtt(Time::from_us(12), Some(1), 3), Time::from_us(11));
         // Answered: the sample stands until the next one, however old.
         assert_eq!(rlb.rtt(Time::from_us(50), Some(1), 3), Time::from_us(11));
@@ -1453,88 +1556,115 @@ mod tests {
         let mut src = leaf(&ecmp_inner());
         let mut dst = leaf(&ecmp_inner());
         dst.my_tor = Some(1);
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         // A data packet to ToR 1 leaves uplink 3: stamped (the send time), no message sent.
         let mut a = data(2, 0);
-        src.on_dequeue(&mut sw.ctx(1_000), 3, &mut a);
-        assert_ne!(a.outer.stamp, 0);
+        let mut wa = 0u64;
+        src.on_dequeue(&mut sw.ctx(1_000), 3, &mut a, &mut wa);
+        assert_ne!(Stamps::of(wa).stamp, 0);
         assert_eq!(src.counters.stamps, 1);
         no_message(&mut sw);
         // Not again on that path within the period (one base RTT, 8 us); another path is due.
         let mut b = data(2, 1);
-        src.on_dequeue(&mut sw.ctx(2_000), 3, &mut b);
-        assert_eq!(b.outer.stamp, 0);
-        src.on_dequeue(&mut sw.ctx(2_000), 4, &mut b);
-        assert_ne!(b.outer.stamp, 0);
+        let mut wb = 0u64;
+        src.on_dequeue(&mut sw.ctx(2_000), 3, &mut b, &mut wb);
+        assert_eq!(Stamps::of(wb).stamp, 0);
+        src.on_dequeue(&mut sw.ctx(2_000), 4, &mut b, &mut wb);
+        assert_ne!(Stamps::of(wb).stamp, 0);
         // Not on a host port, not for a local host, not on an ACK.
         let mut c = data(1, 2);
-        src.on_dequeue(&mut sw.ctx(3_000), 5, &mut c);
+        let mut wc = 0u64;
+        src.on_dequeue(&mut sw.ctx(3_000), 5, &mut c, &mut wc);
         let mut d = data(2, 3);
-        src.on_dequeue(&mut sw.ctx(3_000), 0, &mut d);
+        let mut wd = 0u64;
+        src.on_dequeue(&mut sw.ctx(3_000), 0, &mut d, &mut wd);
         let mut ack = Packet::new(PacketKind::Ack);
+        let mut wack = 0u64;
         (ack.src, ack.dst) = (0, 2);
-        src.on_dequeue(&mut sw.ctx(3_000), 5, &mut ack);
-        assert_eq!((c.outer.stamp, d.outer.stamp, ack.outer.stamp), (0, 0, 0));
+        src.on_dequeue(&mut sw.ctx(3_000), 5, &mut ack, &mut wack);
+        assert_eq!(
+            (
+                Stamps::of(wc).stamp,
+                Stamps::of(wd).stamp,
+                Stamps::of(wack).stamp
+            ),
+            (0, 0, 0)
+        );
         no_message(&mut sw);
         // The destination leaf holds them (b arrives first), clearing the header.
-        dst.on_arrival(&mut sw.ctx(5_000), &mut b);
-        dst.on_arrival(&mut sw.ctx(6_000), &mut a);
-        assert_eq!((a.outer.stamp, b.outer.stamp), (0, 0));
+        dst.on_arrival(&mut sw.ctx(5_000), &b, &mut wb);
+        dst.on_arrival(&mut sw.ctx(6_000), &a, &mut wa);
+        assert_eq!((Stamps::of(wa).stamp, Stamps::of(wb).stamp), (0, 0));
         // Any packet towards ToR 0 takes one back, the longest held first: an ACK on
         // uplink 2 takes b's, a data packet on uplink 5 a's; a third gets nothing.
         let mut back = [Packet::new(PacketKind::Ack), data(0, 9), data(0, 10)];
+        let mut wback = [0u64; 3];
         for p in back.iter_mut() {
             (p.src, p.dst) = (2, 0);
         }
-        dst.on_dequeue(&mut sw.ctx(7_000), 2, &mut back[0]);
-        dst.on_dequeue(&mut sw.ctx(7_000), 5, &mut back[1]);
-        dst.on_dequeue(&mut sw.ctx(7_000), 5, &mut back[2]);
+        dst.on_dequeue(&mut sw.ctx(7_000), 2, &mut back[0], &mut wback[0]);
+        dst.on_dequeue(&mut sw.ctx(7_000), 5, &mut back[1], &mut wback[1]);
+        dst.on_dequeue(&mut sw.ctx(7_000), 5, &mut back[2], &mut wback[2]);
         let stamp_of = |up: u32, ns: u32| STAMP_VALID | up << TS_BITS | ns;
-        assert_eq!(back[0].outer.echo, stamp_of(2, 2_000));
-        assert_eq!(back[1].outer.echo, stamp_of(1, 1_000));
-        assert_eq!(back[2].outer.echo, 0);
+        assert_eq!(Stamps::of(wback[0]).echo, stamp_of(2, 2_000));
+        assert_eq!(Stamps::of(wback[1]).echo, stamp_of(1, 1_000));
+        assert_eq!(Stamps::of(wback[2]).echo, 0);
         no_message(&mut sw);
         // The source leaf: RTT = arrival - send time, per uplink.
-        src.on_arrival(&mut sw.ctx(12_000), &mut back[1]);
-        src.on_arrival(&mut sw.ctx(13_000), &mut back[0]);
-        assert_eq!(back[0].outer.echo, 0);
+        src.on_arrival(&mut sw.ctx(12_000), &back[1], &mut wback[1]);
+        src.on_arrival(&mut sw.ctx(13_000), &back[0], &mut wback[0]);
+        assert_eq!(Stamps::of(wback[0]).echo, 0);
         assert_eq!(src.measured_rtt(1, 3), Some(Time::from_us(11)));
         assert_eq!(src.measured_rtt(1, 4), Some(Time::from_us(11)));
         assert_eq!(src.measured_rtt(1, 2), None);
         assert_eq!(src.counters.stamp_returns, 2);
         // A timestamp held longer than half the wrap is dropped, not returned.
         let mut e = data(2, 4);
-        src.on_dequeue(&mut sw.ctx(20_000), 2, &mut e);
-        dst.on_arrival(&mut sw.ctx(21_000), &mut e);
+        let mut we = 0u64;
+        src.on_dequeue(&mut sw.ctx(20_000), 2, &mut e, &mut we);
+        dst.on_arrival(&mut sw.ctx(21_000), &e, &mut we);
         let mut late = data(0, 11);
+        let mut wlate = 0u64;
         (late.src, late.dst) = (2, 0);
-        dst.on_dequeue(&mut sw.ctx(21_000 + 2_200_000), 2, &mut late);
-        assert_eq!(late.outer.echo, 0);
+        dst.on_dequeue(&mut sw.ctx(21_000 + 2_200_000), 2, &mut late, &mut wlate);
+        assert_eq!(Stamps::of(wlate).echo, 0);
     }
 
     #[test]
     fn silence_slows_a_path_only_once_later_timestamps_came_back() {
         let mut src = leaf(&ecmp_inner());
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         let base = Time::from_us(8);
         // Uplink 3 stamped at 1 us, never answered: with nothing back from ToR 1 at all, no
         // evidence: it keeps the base RTT (a path without traffic back must not look slow).
         let mut a = data(2, 0);
-        src.on_dequeue(&mut sw.ctx(1_000), 3, &mut a);
+        let mut wa = 0u64;
+        src.on_dequeue(&mut sw.ctx(1_000), 3, &mut a, &mut wa);
         assert_eq!(src.rtt(Time::from_us(50), Some(1), 3), base);
         // Uplink 4 stamped at 2 us and answered at 12 us: ToR 1 does send packets back, so
         // uplink 3's stamp is overdue: its RTT is at least its age.
         let mut b = data(2, 1);
-        src.on_dequeue(&mut sw.ctx(2_000), 4, &mut b);
+        let mut wb = 0u64;
+        src.on_dequeue(&mut sw.ctx(2_000), 4, &mut b, &mut wb);
         let mut back = data(0, 0);
-        (back.src, back.dst, back.outer.echo) = (2, 0, b.outer.stamp);
-        src.on_arrival(&mut sw.ctx(12_000), &mut back);
+        (back.src, back.dst) = (2, 0);
+        let mut wback = Stamps {
+            stamp: 0,
+            echo: Stamps::of(wb).stamp,
+        }
+        .word();
+        src.on_arrival(&mut sw.ctx(12_000), &back, &mut wback);
         assert_eq!(src.rtt(Time::from_us(12), Some(1), 4), Time::from_us(10));
         assert_eq!(src.rtt(Time::from_us(50), Some(1), 3), Time::from_us(49));
         // Its own answer clears it.
         let mut back = data(0, 1);
-        (back.src, back.dst, back.outer.echo) = (2, 0, a.outer.stamp);
-        src.on_arrival(&mut sw.ctx(60_000), &mut back);
+        (back.src, back.dst) = (2, 0);
+        let mut wback = Stamps {
+            stamp: 0,
+            echo: Stamps::of(wa).stamp,
+        }
+        .word();
+        src.on_arrival(&mut sw.ctx(60_000), &back, &mut wback);
         assert_eq!(src.rtt(Time::from_us(70), Some(1), 3), Time::from_us(59));
     }
 
@@ -1555,7 +1685,7 @@ mod tests {
     #[test]
     fn a_ramping_ingress_queue_is_warned_before_it_pauses_and_cleared_when_it_drains() {
         let mut rlb = leaf(&ecmp_inner());
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         // Threshold 100 KB static; uplink port 2 receives 4 KB per 2 us interval (16 Gbps).
         let mut mmu = mmu_100kb();
         let mut first_cnm = None;
@@ -1569,7 +1699,10 @@ mod tests {
             let mut ctx = sw.ctx(tick * 2_000);
             ctx.mmu = Some(&mmu);
             rlb.predict(&mut ctx);
-            if let Some(LbAction::SendOuterControl { port: 2, header }) = sw.actions.pop() {
+            if let Some(LbAction::SendControl {
+                port: 2, header, ..
+            }) = sw.actions.pop()
+            {
                 assert_eq!(header.meta, cnm_meta(true, 3, 2));
                 first_cnm.get_or_insert(tick);
             }
@@ -1589,12 +1722,13 @@ mod tests {
         rlb.predict(&mut ctx);
         assert_eq!(
             sw.actions.pop(),
-            Some(LbAction::SendOuterControl {
+            Some(LbAction::SendControl {
                 port: 2,
                 header: LbHeader {
                     path_tag: 0,
                     meta: cnm_meta(false, 3, 2)
-                }
+                },
+                layer: Layer::Wrapper,
             })
         );
         // Host ports are never watched.
@@ -1612,7 +1746,7 @@ mod tests {
         };
         // The upstream side: a warning lasts warning_ttl after the CNM.
         let mut rlb = leaf(&cfg);
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         warn(&mut rlb, &mut sw, 3, 3);
         assert!(rlb.warned(3, 3, Time::from_us(9)));
         assert!(!rlb.warned(3, 3, Time::from_us(10)));
@@ -1637,12 +1771,13 @@ mod tests {
             while let Some(a) = sw.actions.pop() {
                 assert_eq!(
                     a,
-                    LbAction::SendOuterControl {
+                    LbAction::SendControl {
                         port: 2,
                         header: LbHeader {
                             path_tag: 0,
                             meta: cnm_meta(true, 3, 2)
-                        }
+                        },
+                        layer: Layer::Wrapper,
                     }
                 );
                 sent.push(tick * 2);
@@ -1656,7 +1791,7 @@ mod tests {
         let mut at = 0;
         for t_us in 2..=40u64 {
             if sent.contains(&t_us) {
-                up.on_own_control(&mut sw.ctx(t_us * 1_000), 3, &cnm(cnm_meta(true, 3, 2)));
+                up.on_control(&mut sw.ctx(t_us * 1_000), 3, &cnm(cnm_meta(true, 3, 2)));
                 at = t_us;
             }
             let now = Time::from_us(t_us) + Time::from_ns(500);
@@ -1691,7 +1826,7 @@ mod tests {
         use crate::sim::PortState;
         let ports: Vec<PortState> = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
         let pkt = data(2, 7);
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         let mut n = 0;
         let mut t = 0;
         loop {
@@ -1747,7 +1882,7 @@ mod tests {
         // without the growth term).
         let mut ports = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
         let mut star = recirc_leaf(true);
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         let mut probe = data(2, 7);
         probe.wire_bytes = 0;
         {
@@ -1776,7 +1911,7 @@ mod tests {
         let roomy = mmu(100_000);
         let mut ports = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
         let mut rlb = leaf(&ecmp_inner());
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         let pkt = data(2, 7);
         let cands = [2u16, 3, 4, 5];
         let mut choose = |rlb: &mut Rlb, ports: &[PortState]| {
@@ -1811,7 +1946,7 @@ mod tests {
         use crate::sim::PortState;
         let ports: Vec<PortState> = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
         let mut rlb = recirc_leaf(true);
-        let mut sw = TestSwitch::new(10);
+        let mut sw = switch();
         let mut round = |rlb: &mut Rlb, sum: u64, top: usize| {
             rlb.round.active = true;
             rlb.round.finished = 2;
@@ -1862,7 +1997,7 @@ mod tests {
                 ..Default::default()
             };
             let mut rlb = leaf(&cfg);
-            let mut sw = TestSwitch::new(10);
+            let mut sw = switch();
             let cands = [2u16, 3, 4, 5];
             let pkt = data(2, 0);
             let p = rlb.choose(&mut sw.ctx(0), &pkt, &cands);
@@ -1873,7 +2008,7 @@ mod tests {
                 cands[(cands.iter().position(|&c| c == p).unwrap() + 1) % 4]
             );
             let clear = cnm(cnm_meta(false, 3, 7));
-            rlb.on_own_control(&mut sw.ctx(2_000), p, &clear);
+            rlb.on_control(&mut sw.ctx(2_000), p, &clear);
             // The same flowlet (within the 100 us timeout), no warning left.
             let next = rlb.choose(&mut sw.ctx(3_000), &data(2, 2000), &cands);
             assert_eq!(

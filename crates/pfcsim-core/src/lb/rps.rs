@@ -5,7 +5,9 @@
 //! congestion signal. Spraying reorders packets whenever the paths' queues differ, which
 //! RoCE's go-back-N turns into NACKs and retransmissions.
 
+use super::{LbCtx, LbFabric, SchemeConfig, SwitchScheme};
 use crate::engine::Rng;
+use crate::packet::Packet;
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 
@@ -18,10 +20,24 @@ pub struct RpsConfig {}
 #[derive(Clone, Debug, Default)]
 pub struct Rps;
 
+impl SchemeConfig for RpsConfig {
+    fn switch_scheme(&self, _fabric: &LbFabric) -> Box<dyn SwitchScheme> {
+        Box::new(Rps)
+    }
+}
+
 impl Rps {
+    /// A uniformly random candidate.
     #[inline]
-    pub fn choose(&self, rng: &mut Rng, candidates: &[u16]) -> u16 {
+    pub fn pick(&self, rng: &mut Rng, candidates: &[u16]) -> u16 {
         candidates[rng.gen_range(0..candidates.len())]
+    }
+}
+
+impl SwitchScheme for Rps {
+    #[inline]
+    fn choose(&mut self, ctx: &mut LbCtx, _pkt: &Packet, candidates: &[u16]) -> u16 {
+        self.pick(ctx.rng, candidates)
     }
 }
 
@@ -35,7 +51,7 @@ mod tests {
         let mut rng = rng_stream(1, StreamKind::Switch, 0);
         let mut counts = [0usize; 4];
         for _ in 0..40_000 {
-            counts[Rps.choose(&mut rng, &[0, 1, 2, 3]) as usize] += 1;
+            counts[Rps.pick(&mut rng, &[0, 1, 2, 3]) as usize] += 1;
         }
         for c in counts {
             assert!((9_500..10_500).contains(&c), "{counts:?}");

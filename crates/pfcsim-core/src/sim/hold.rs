@@ -1,6 +1,6 @@
 //! Switch support for schemes that see data packets at ingress, hold them in reorder queues,
-//! and send scheme messages across the fabric (ConWeave). None of this runs for a scheme that
-//! does not ask for it (`LbConfig::uses_ingress`, `LbConfig::reorder_queues_per_port`).
+//! and send scheme messages across the fabric (ConWeave, RLB). None of this runs for a scheme
+//! that does not ask for it (`Capabilities::ingress`, `Capabilities::reorder_queues_per_port`).
 //!
 //! Reorder queues are physical: a held packet was admitted to the switch's shared buffer like
 //! any packet (charged to its ingress (port, priority), so it counts towards PFC thresholds
@@ -9,20 +9,17 @@
 //! counted in the egress queue length (ECN, `peak_queue_bytes`) and not serialized. Released
 //! packets join the tail of their egress queue in the order they were held.
 //!
-//! Routed scheme messages are `LbControl` packets with `seq == ROUTED` and `dst` a host: every
-//! switch forwards them like an ACK (ECMP hash of the 5-tuple, strict-priority control queue,
-//! not charged to the buffer) until the switch whose next hop is that host, which hands them
-//! to its scheme's `on_control`.
+//! Routed scheme messages are `LbRouted` packets whose `dst` is a host: every switch forwards
+//! them like an ACK (ECMP hash of the 5-tuple, strict-priority control queue, not charged to
+//! the buffer, unless the message has a data priority) until the switch whose next hop is that
+//! host, which hands them to its scheme's `on_control`.
 
 use super::{Simulation, CONTROL_PRIO};
-use crate::lb::{flow_hash, Ingress};
+use crate::lb::{flow_hash, Ingress, Layer, RoutedMessage};
 use crate::metrics::{PortRecord, ReorderChange};
-use crate::packet::{LbHeader, Packet, PacketId, PacketKind};
+use crate::packet::{Packet, PacketId, PacketKind};
 use crate::units::Time;
 use std::collections::VecDeque;
-
-/// `seq` of a routed scheme message.
-pub(super) const ROUTED: u64 = 1;
 
 /// Packets held per queue before the queue's storage grows (it never shrinks, so once the
 /// largest reorder backlog has been seen nothing more is allocated).
@@ -194,24 +191,47 @@ impl Simulation {
         count == 1 && self.host_index[self.ports[out as usize].peer_node as usize] != u32::MAX
     }
 
-    /// A routed scheme message from `src` towards the ToR of `to_host`: the packet fields
-    /// every routed message has (the scheme's and the wrapping scheme's alike).
-    fn routed_message(
-        &self,
-        src: u32,
-        to_host: u32,
-        (sport, dport): (u16, u16),
-        header: LbHeader,
-    ) -> Packet {
-        let mut pkt = Packet::new(PacketKind::LbControl);
-        pkt.src = src;
-        pkt.dst = to_host;
-        pkt.sport = sport;
-        pkt.dport = dport;
-        pkt.seq = ROUTED;
-        pkt.lb = header;
+    /// Sends routed scheme message `message` of switch `s`'s scheme of `layer` (see
+    /// [`RoutedMessage`]). Nothing is sent without a route to its host (a failed link not yet
+    /// routed around) or on a link that is down.
+    pub(super) fn send_routed(&mut self, s: u32, message: &RoutedMessage, layer: Layer) {
+        let mut pkt = Packet::new(PacketKind::LbRouted);
+        pkt.src = message.src;
+        pkt.dst = message.to_host;
+        pkt.sport = message.sport;
+        pkt.dport = message.dport;
+        pkt.lb = message.header;
+        pkt.layer = layer;
+        pkt.priority = message.priority;
         pkt.wire_bytes = self.cfg.nic.control_bytes;
-        pkt
+        let Some(hashed) = self.routed_egress(s, &pkt) else {
+            return;
+        };
+        let local = message.via.unwrap_or(hashed);
+        let sw = &mut self.switches[s as usize];
+        let out = sw.ports.start + local as u32;
+        if self.faults.port_down.get(out as usize) == Some(&true) {
+            return;
+        }
+        if message.priority != CONTROL_PRIO {
+            // Charged like a data packet of that priority, to the ingress of its egress.
+            pkt.ingress_port = local;
+            let wire = pkt.wire_bytes as u64;
+            match sw.mmu.arrive(local as usize, message.priority, wire) {
+                crate::mmu::Admission::Drop => return,
+                crate::mmu::Admission::Accept { pause } => {
+                    if pause {
+                        self.send_pfc(out, message.priority, PacketKind::Pause);
+                    }
+                }
+            }
+        }
+        let pid = self.arena.alloc(pkt);
+        let now = self.now;
+        let port = &mut self.ports[out as usize];
+        port.rec.lb_messages_sent += 1;
+        port.enqueue(message.priority, pid, self.arena.get_mut(pid), now);
+        self.try_send(out);
     }
 
     /// The local egress of switch `s` that routed message `pkt` takes by ECMP hash (`None`:
@@ -225,80 +245,5 @@ impl Simulation {
         }
         let pick = (flow_hash(pkt, sw.control_salt) % count as u64) as usize;
         Some(sw.next_hops[offset as usize + pick])
-    }
-
-    /// Queues message `pkt` in queue `queue` of global egress `out`, counted as a scheme
-    /// message of that port.
-    fn send_message(&mut self, out: u32, queue: u8, pkt: Packet) {
-        let pid = self.arena.alloc(pkt);
-        let now = self.now;
-        let port = &mut self.ports[out as usize];
-        port.rec.lb_messages_sent += 1;
-        port.enqueue(queue, pid, self.arena.get_mut(pid), now);
-        self.try_send(out);
-    }
-
-    /// Sends a routed message of the wrapping scheme (RLB) from switch `s` towards the ToR of
-    /// `to_host`, out of local port `via` if given; see [`crate::lb::LbAction::SendOuterRouted`].
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn send_outer_routed(
-        &mut self,
-        s: u32,
-        via: Option<u16>,
-        src: u32,
-        to_host: u32,
-        ports: (u16, u16),
-        priority: u8,
-        header: LbHeader,
-    ) {
-        let mut pkt = self.routed_message(src, to_host, ports, header);
-        pkt.cnp = true;
-        pkt.priority = priority;
-        // No route: a failed link not yet routed around.
-        let Some(hashed) = self.routed_egress(s, &pkt) else {
-            return;
-        };
-        let local = via.unwrap_or(hashed);
-        let sw = &mut self.switches[s as usize];
-        let out = sw.ports.start + local as u32;
-        if self.faults.port_down.get(out as usize) == Some(&true) {
-            return; // the link is down
-        }
-        if priority != CONTROL_PRIO {
-            // Charged like a data packet of that priority, to the ingress of its egress.
-            pkt.ingress_port = local;
-            let wire = pkt.wire_bytes as u64;
-            match sw.mmu.arrive(local as usize, priority, wire) {
-                crate::mmu::Admission::Drop => return,
-                crate::mmu::Admission::Accept { pause } => {
-                    if pause {
-                        self.send_pfc(out, priority, PacketKind::Pause);
-                    }
-                }
-            }
-        }
-        self.send_message(out, priority, pkt);
-    }
-
-    /// Sends a routed scheme message from switch `s` towards the ToR of `to_host`.
-    pub(super) fn send_routed(
-        &mut self,
-        s: u32,
-        to_host: u32,
-        sport: u16,
-        dport: u16,
-        header: LbHeader,
-    ) {
-        let pkt = self.routed_message(
-            self.switches[s as usize].node,
-            to_host,
-            (sport, dport),
-            header,
-        );
-        let Some(local) = self.routed_egress(s, &pkt) else {
-            return; // no route (a failed link not yet routed around)
-        };
-        let out = self.switches[s as usize].ports.start + local as u32;
-        self.send_message(out, CONTROL_PRIO, pkt);
     }
 }

@@ -523,7 +523,7 @@ impl Simulation {
             PacketKind::Ack | PacketKind::Nack => self.receive_ack(h, &pkt),
             PacketKind::Probe => self.answer_probe(h, &pkt),
             PacketKind::ProbeReply => self.probe_replied(h, &pkt),
-            PacketKind::LbControl => {}
+            PacketKind::LbControl | PacketKind::LbRouted => {}
             PacketKind::Pause | PacketKind::Resume => unreachable!("PFC frames are handled first"),
         }
     }

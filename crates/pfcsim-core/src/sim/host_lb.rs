@@ -6,7 +6,7 @@ use super::NicConfig;
 use super::{Event, PortState, Simulation, Switch, CONTROL_PRIO};
 use crate::engine::{rng_stream, Rng, StreamKind};
 use crate::lb::host::{
-    AckEcho, FlowInfo, HostAction, HostCtx, HostFabric, HostLb, PairTiming, ProbeEcho,
+    AckEcho, FlowInfo, HostAction, HostCtx, HostFabric, HostScheme, PairTiming, ProbeEcho,
 };
 use crate::lb::{LbConfig, NO_TOR};
 use crate::packet::{Packet, PacketKind};
@@ -14,7 +14,9 @@ use crate::units::{Rate, Time};
 
 /// The run's host-side scheme with what it works on.
 pub(super) struct HostSide {
-    lb: HostLb,
+    lb: Box<dyn HostScheme>,
+    /// The name of the scheme it is the host side of (its counters are written under it).
+    name: &'static str,
     fabric: HostFabric,
     /// One RNG stream per host (by host index).
     rngs: Vec<Rng>,
@@ -34,18 +36,24 @@ impl HostSide {
         seed: u64,
         nic: &NicConfig,
     ) -> Option<HostSide> {
-        if !cfg.runs_at_hosts() {
+        if !cfg.capabilities().hosts {
             return None;
         }
         let fabric = path_table(switches, ports, host_nodes, nodes, nic);
         Some(HostSide {
-            lb: cfg.host_side(flows, &fabric)?,
+            lb: cfg.scheme().host_scheme(flows, &fabric)?,
+            name: cfg.innermost().name(),
             fabric,
             rngs: (0..host_nodes.len())
                 .map(|h| rng_stream(seed, StreamKind::Host, h as u64))
                 .collect(),
             actions: Vec::new(),
         })
+    }
+
+    /// Adds the host-side scheme's counters to `out`.
+    pub(super) fn counters(&self, out: &mut crate::lb::Counters) {
+        out.of(self.name, |out| self.lb.counters(out));
     }
 }
 
@@ -165,7 +173,7 @@ fn path_table(
 
 impl Simulation {
     /// Calls a hook of the host-side scheme for host `h` and carries out its actions.
-    fn with_host_lb(&mut self, h: u32, hook: impl FnOnce(&mut HostLb, &mut HostCtx)) {
+    fn with_host_lb(&mut self, h: u32, hook: impl FnOnce(&mut dyn HostScheme, &mut HostCtx)) {
         let Some(side) = self.host_side.as_deref_mut() else {
             return;
         };
@@ -176,7 +184,7 @@ impl Simulation {
             rng: &mut side.rngs[h as usize],
             actions: &mut side.actions,
         };
-        hook(&mut side.lb, &mut ctx);
+        hook(&mut *side.lb, &mut ctx);
         if !side.actions.is_empty() {
             self.apply_host_actions(h);
         }

@@ -582,7 +582,7 @@ impl Simulation {
             events: EventQueue::default(),
             fingerprint: Fingerprint::default(),
             events_done: 0,
-            arena: PacketArena::default(),
+            arena: PacketArena::with_scheme_words(cfg.lb.capabilities().scheme_word),
             ports,
             host_index,
             switches,
@@ -610,7 +610,8 @@ impl Simulation {
             reseq: None,
         };
         let n_flows = sim.flows.len();
-        if sim.cfg.lb.runs_at_hosts() {
+        let lb_caps = sim.cfg.lb.capabilities();
+        if lb_caps.hosts {
             let host_nodes: Vec<u32> = sim.hosts.iter().map(|h| h.node).collect();
             sim.host_side = host_lb::HostSide::new(
                 &sim.cfg.lb,
@@ -624,10 +625,10 @@ impl Simulation {
             )
             .map(Box::new);
         }
-        if let Some(rule) = sim.cfg.lb.resequencing() {
+        if let Some(rule) = sim.cfg.lb.scheme().resequencing() {
             sim.reseq = Some(Box::new(reseq::Resequencer::new(rule, n_flows)));
         }
-        let per_port = sim.cfg.lb.reorder_queues_per_port();
+        let per_port = lb_caps.reorder_queues_per_port;
         if per_port > 0 {
             let host = |p: &PortState| sim.host_index[p.peer_node as usize] != u32::MAX;
             let leads = sim.ports.iter().map(|p| p.rec.is_switch && host(p));
@@ -890,16 +891,14 @@ impl Simulation {
         let measured_ps = now.saturating_sub(self.measure_from).ps();
         let (pfc_pause_rate, pfc_pauses_per_port_s) =
             pfc_rates(&ports, |p| is_switch(p.peer), measured_ps);
-        let mut rlb = crate::lb::RlbCounters::default();
+        let mut counters = crate::lb::Counters::new(self.cfg.lb.name());
         let mut alerts = Vec::new();
         for sw in &self.switches {
-            if let Some(r) = sw.rlb() {
-                rlb.cnm_warnings += r.counters.cnm_warnings;
-                rlb.cnm_clears += r.counters.cnm_clears;
-                rlb.recirculations += r.counters.recirculations;
-                rlb.reroutes += r.counters.reroutes;
-                alerts.extend_from_slice(&r.alerts);
-            }
+            sw.lb.counters(&mut counters);
+            alerts.extend_from_slice(sw.lb.alerts());
+        }
+        if let Some(side) = &self.host_side {
+            side.counters(&mut counters);
         }
         alerts.sort_by_key(|a: &AlertRecord| (a.time_ps, a.node, a.port));
         let stats = RunStats {
@@ -924,16 +923,8 @@ impl Simulation {
             resequenced_packets: self.reseq.as_ref().map_or(0, |r| r.resequenced),
             reseq_flushed_packets: self.reseq.as_ref().map_or(0, |r| r.flushed),
             data_packets_delivered: self.data_packets_delivered,
-            recirculations: rlb.recirculations,
-            recirculations_per_packet: if self.data_packets_delivered > 0 {
-                rlb.recirculations as f64 / self.data_packets_delivered as f64
-            } else {
-                0.0
-            },
-            cnm_warnings: rlb.cnm_warnings,
-            cnm_clears: rlb.cnm_clears,
-            rlb_reroutes: rlb.reroutes,
             alerts: alerts.len() as u64,
+            scheme_counters: counters.into_map(),
             flows_total: self.flows.len() as u64,
             flows_finished: self.flows_finished,
             measure_from_ps: self.measure_from.ps(),

@@ -35,10 +35,13 @@ fn run(spec: &str) -> (crate::lb::RlbCounters, [Option<Time>; 3], super::RunOutp
             .find(|&p| sim.ports[p as usize].peer_node == spine)
             .unwrap()
             - first;
-        rtts[i] = sim.rlb_at(6).unwrap().measured_rtt(1, local as u16);
+        rtts[i] = sim
+            .scheme_at::<crate::lb::Rlb>(6)
+            .unwrap()
+            .measured_rtt(1, local as u16);
     }
     while sim.step().is_some() {}
-    let counters = sim.rlb_at(6).unwrap().counters;
+    let counters = sim.scheme_at::<crate::lb::Rlb>(6).unwrap().counters;
 
     (counters, rtts, sim.run_to_end())
 }
@@ -58,7 +61,10 @@ fn piggybacked_rtts_cost_no_packet() {
     assert_eq!((c.probes, c.echoes), (0, 0));
     // The only scheme messages on the wire are the PFC warnings (CNMs).
     let s = &out.stats;
-    assert_eq!(lb_messages(&out), s.cnm_warnings + s.cnm_clears);
+    assert_eq!(
+        lb_messages(&out),
+        s.counter("rlb.cnm_warnings") + s.counter("rlb.cnm_clears")
+    );
     assert_eq!(s.flows_finished, s.flows_total);
     assert_eq!(s.bytes_delivered, s.bytes_offered);
     assert_eq!(out.live_packets, 0);
@@ -66,7 +72,10 @@ fn piggybacked_rtts_cost_no_packet() {
     let (p, _, probed) = run(&spec("rtt_measurement = \"probe\"", ""));
     assert!(p.probes > 0 && p.echoes > 0 && p.stamps == 0);
     let ps = &probed.stats;
-    assert!(lb_messages(&probed) >= ps.cnm_warnings + ps.cnm_clears + p.probes + p.echoes);
+    assert!(
+        lb_messages(&probed)
+            >= ps.counter("rlb.cnm_warnings") + ps.counter("rlb.cnm_clears") + p.probes + p.echoes
+    );
     // Deterministic.
     let (c2, rtts2, out2) = run(&spec("", ""));
     assert_eq!((c2, rtts2), (c, rtts));

@@ -11,7 +11,10 @@
 use super::{build_mmu, ecn_rng, switch_rng, PortState, SetupError, Simulation, CONTROL_PRIO};
 use super::{FabricConfig, N_PRIO};
 use crate::engine::{mix64, Rng};
-use crate::lb::{flow_hash, pinned_choice, LbAction, LbCtx, LbFabric, PortDir, SwitchLb, NO_TOR};
+use crate::lb::{
+    flow_hash, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
+    SwitchScheme, NO_TOR,
+};
 use crate::mmu::{Admission, Mmu};
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::units::{Bytes, Rate, Time};
@@ -149,15 +152,11 @@ pub(super) struct Switch {
     /// Local port indices, grouped per destination host.
     pub(super) next_hops: Vec<u16>,
     pub(super) mmu: Mmu,
-    lb: SwitchLb,
-    /// The scheme also sees ACKs and NACKs in `on_dequeue` (`LbConfig::sees_acks`).
-    lb_acks: bool,
-    /// The scheme sees every data packet at ingress (`LbConfig::uses_ingress`).
-    lb_ingress: bool,
-    /// The scheme chooses even for pinned data packets (`LbConfig::sees_pinned`).
-    lb_pinned: bool,
-    /// The scheme reads the `outer` header of arriving packets (`LbConfig::reads_outer_header`).
-    lb_outer: bool,
+    pub(super) lb: Box<dyn SwitchScheme>,
+    /// What the scheme asks of the switch: the optional hooks and tests on the data path.
+    lb_caps: Capabilities,
+    /// The layer the scheme's own hooks run as (a wrapper's, or the base scheme's).
+    lb_layer: Layer,
     /// Salt of the ECMP hash used for control packets.
     pub(super) control_salt: u64,
     /// Local index of the loopback egress (its other end is the next port), if any.
@@ -198,7 +197,8 @@ impl Switch {
             .iter()
             .position(|&(peer, _)| peer == node)
             .map(|i| i as u16);
-        if loopback.is_none() && cfg.lb.needs_loopback() {
+        let lb_caps = cfg.lb.capabilities();
+        if loopback.is_none() && lb_caps.loopback {
             return Err(SetupError::NoLoopback {
                 node,
                 scheme: cfg.lb.name(),
@@ -214,10 +214,12 @@ impl Switch {
             next_hops,
             mmu,
             lb,
-            lb_acks: cfg.lb.sees_acks(),
-            lb_ingress: cfg.lb.uses_ingress(),
-            lb_pinned: cfg.lb.sees_pinned(),
-            lb_outer: cfg.lb.reads_outer_header(),
+            lb_caps,
+            lb_layer: if lb_caps.wrapper {
+                Layer::Wrapper
+            } else {
+                Layer::Base
+            },
             control_salt: mix64(node as u64 ^ 0x5eed),
             loopback,
             rng: switch_rng(seed, node),
@@ -242,7 +244,7 @@ fn lb_fabric(
         nodes: adj.len() as u32,
         ..Default::default()
     };
-    if !cfg.lb.needs_fabric() {
+    if !cfg.lb.capabilities().fabric {
         return f;
     }
     // A host's port leads to its ToR; ToRs are numbered in node order.
@@ -355,19 +357,18 @@ impl Switch {
 }
 
 impl Simulation {
-    /// The RLB instance of switch `node`, if the scheme is RLB (tests and diagnostics).
-    pub fn rlb_at(&self, node: u32) -> Option<&crate::lb::Rlb> {
-        self.switches.iter().find(|s| s.node == node)?.rlb()
+    /// The scheme instance of switch `node`, if it is a `T` (tests and diagnostics: e.g.
+    /// `scheme_at::<Rlb>(6)`).
+    pub fn scheme_at<T: SwitchScheme>(&self, node: u32) -> Option<&T> {
+        self.switches.iter().find(|s| s.node == node)?.scheme()
     }
 }
 
 impl Switch {
-    /// The switch's RLB instance, if the scheme is RLB.
-    pub(super) fn rlb(&self) -> Option<&crate::lb::Rlb> {
-        match &self.lb {
-            SwitchLb::Rlb(r) => Some(r),
-            _ => None,
-        }
+    /// The switch's scheme instance, if it is a `T`.
+    pub(super) fn scheme<T: SwitchScheme>(&self) -> Option<&T> {
+        let scheme: &dyn std::any::Any = &*self.lb;
+        scheme.downcast_ref()
     }
 
     /// Calls `hook` with this switch's scheme, the context the scheme sees and acts through,
@@ -378,13 +379,14 @@ impl Switch {
         now: Time,
         all_ports: &[PortState],
         actions: &mut Vec<LbAction>,
-        hook: impl FnOnce(&mut SwitchLb, &mut LbCtx, &[u16]) -> R,
+        hook: impl FnOnce(&mut dyn SwitchScheme, &mut LbCtx, &[u16]) -> R,
     ) -> R {
         let Switch {
             node,
             ports,
             next_hops,
             lb,
+            lb_layer,
             loopback,
             rng,
             mmu,
@@ -397,9 +399,10 @@ impl Switch {
             loopback: *loopback,
             mmu: Some(mmu),
             rng,
+            layer: *lb_layer,
             actions,
         };
-        hook(lb, &mut ctx, next_hops)
+        hook(&mut **lb, &mut ctx, next_hops)
     }
 }
 
@@ -411,22 +414,15 @@ impl Simulation {
         if sw.faulty && self.fault_filter(s, in_local, pid) {
             return;
         }
-        if self.arena.get(pid).kind == PacketKind::LbControl {
-            if self.arena.get(pid).seq == super::hold::ROUTED && !self.routed_control_here(s, pid) {
-                self.switch_forward(s, in_local, pid);
-                return;
-            }
+        let kind = self.arena.get(pid).kind;
+        if kind == PacketKind::LbControl
+            || kind == PacketKind::LbRouted && self.routed_control_here(s, pid)
+        {
             let sw = &mut self.switches[s as usize];
-            let header = self.arena.get(pid).lb;
-            // `cnp` on a scheme message: it is the wrapping scheme's (RLB), not the inner's.
-            let outer = self.arena.get(pid).cnp;
+            let (header, layer) = (self.arena.get(pid).lb, self.arena.get(pid).layer);
             self.arena.free(pid);
             sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
-                if outer {
-                    lb.on_outer_control(ctx, in_local, &header)
-                } else {
-                    lb.on_control(ctx, in_local, &header)
-                }
+                crate::lb::on_control(lb, ctx, layer, in_local, &header)
             });
             self.apply_lb_actions(s);
             return;
@@ -438,16 +434,16 @@ impl Simulation {
     fn switch_forward(&mut self, s: u32, in_local: u16, pid: PacketId) {
         let strict = self.cfg.switch.control_strict_priority;
         self.arena.get_mut(pid).ingress_port = in_local;
-        if self.switches[s as usize].lb_outer {
-            let pkt = self.arena.get_mut(pid);
-            if pkt.outer != crate::packet::OuterHeader::default() {
+        if self.switches[s as usize].lb_caps.scheme_word {
+            let (pkt, word) = self.arena.with_word_mut(pid);
+            if *word != 0 {
                 let sw = &mut self.switches[s as usize];
                 sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
-                    lb.on_outer_arrival(ctx, pkt)
+                    lb.on_arrival(ctx, pkt, word)
                 });
             }
         }
-        let hold = if self.switches[s as usize].lb_ingress
+        let hold = if self.switches[s as usize].lb_caps.ingress
             && self.arena.get(pid).kind == PacketKind::Data
         {
             self.lb_ingress(s, pid)
@@ -468,7 +464,7 @@ impl Simulation {
             self.fault_drop(pid, super::faults::DropCause::NoRoute, p);
             return;
         } else if let Some(c) = (pkt.kind.follows_path_tag()
-            && !(pkt.kind == PacketKind::Data && sw.lb_pinned))
+            && !(pkt.kind == PacketKind::Data && sw.lb_caps.pinned))
             .then(|| pinned_choice(&pkt, candidates))
             .flatten()
         {
@@ -492,7 +488,7 @@ impl Simulation {
         // A scheme message with a data priority (an RLB path probe) queues as that data does.
         let prio = if pkt.kind.is_control()
             && strict
-            && !(pkt.kind == PacketKind::LbControl && pkt.priority != CONTROL_PRIO)
+            && !(pkt.kind == PacketKind::LbRouted && pkt.priority != CONTROL_PRIO)
         {
             CONTROL_PRIO
         } else {
@@ -563,7 +559,12 @@ impl Simulation {
         let queue_after = port.queue_bytes(prio);
         let sw = &mut self.switches[s as usize];
         let out_local = (p - sw.ports.start) as u16;
-        let pkt = self.arena.get_mut(pid);
+        let mut scratch = 0;
+        let (pkt, word) = if sw.lb_caps.scheme_word {
+            self.arena.with_word_mut(pid)
+        } else {
+            (self.arena.get_mut(pid), &mut scratch)
+        };
         let mut resume = None;
         if prio != CONTROL_PRIO {
             let in_local = pkt.ingress_port;
@@ -588,17 +589,17 @@ impl Simulation {
             }
             if pkt.kind == PacketKind::Data {
                 sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
-                    lb.on_dequeue(ctx, out_local, pkt)
+                    lb.on_dequeue(ctx, out_local, pkt, word)
                 });
             }
             if Some(out_local) != sw.loopback {
                 pkt.hop = pkt.hop.wrapping_add(1);
             }
             pkt.path_sig = (mix64(pkt.path_sig as u64 ^ (p as u64) << 32) >> 32) as u32;
-        } else if sw.lb_acks && matches!(pkt.kind, PacketKind::Ack | PacketKind::Nack) {
+        } else if sw.lb_caps.acks && matches!(pkt.kind, PacketKind::Ack | PacketKind::Nack) {
             // Only for schemes that piggyback on ACKs (CONGA `feedback_on_acks`).
             sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
-                lb.on_dequeue(ctx, out_local, pkt)
+                lb.on_dequeue(ctx, out_local, pkt, word)
             });
         }
         self.start_tx(p, pid);
@@ -616,47 +617,33 @@ impl Simulation {
         let mut actions = std::mem::take(&mut self.lb_actions);
         for action in actions.drain(..) {
             match action {
-                LbAction::SendControl { port, header } => {
-                    self.send_control(first + port as u32, s, header, false)
-                }
-                LbAction::SetTimer { at, token } => {
-                    self.events.schedule(at, super::Event::LbTimer(s, token));
-                }
-                LbAction::SendRouted {
-                    to_host,
-                    sport,
-                    dport,
+                LbAction::SendControl {
+                    port,
                     header,
-                } => self.send_routed(s, to_host, sport, dport, header),
+                    layer,
+                } => self.send_control(first + port as u32, s, header, layer),
+                LbAction::SetTimer { at, token, layer } => {
+                    let event = super::Event::LbTimer(s, timer_code(layer, token));
+                    self.events.schedule(at, event);
+                }
+                LbAction::SendRouted { message, layer } => self.send_routed(s, &message, layer),
                 LbAction::Release { port, queue } => self.release_held(first + port as u32, queue),
-                LbAction::SendOuterControl { port, header } => {
-                    self.send_control(first + port as u32, s, header, true)
-                }
-                LbAction::SendOuterRouted {
-                    via,
-                    src,
-                    to_host,
-                    sport,
-                    dport,
-                    priority,
-                    header,
-                } => self.send_outer_routed(s, via, src, to_host, (sport, dport), priority, header),
             }
         }
         self.lb_actions = actions;
     }
 
-    /// Sends a scheme message of switch `s` out of its port `p` (global id) to the
-    /// neighbour, in the strict-priority control queue; `outer` marks a wrapper's message
-    /// (RLB's), carried in the otherwise unused `cnp` bit. Nothing is sent on a link that is down.
-    fn send_control(&mut self, p: u32, s: u32, header: crate::packet::LbHeader, outer: bool) {
+    /// Sends a scheme message of switch `s`'s scheme of `layer` out of its port `p` (global
+    /// id) to the neighbour, in the strict-priority control queue. Nothing is sent on a link
+    /// that is down.
+    fn send_control(&mut self, p: u32, s: u32, header: crate::packet::LbHeader, layer: Layer) {
         if self.faults.port_down.get(p as usize) == Some(&true) {
             return;
         }
         let mut pkt = Packet::new(PacketKind::LbControl);
         pkt.src = self.switches[s as usize].node;
         pkt.lb = header;
-        pkt.cnp = outer;
+        pkt.layer = layer;
         pkt.wire_bytes = self.cfg.nic.control_bytes;
         let pid = self.arena.alloc(pkt);
         self.ports[p as usize].rec.lb_messages_sent += 1;
@@ -681,11 +668,29 @@ impl Simulation {
     }
 
     /// A load balancer's timer fired.
-    pub(super) fn lb_timer(&mut self, s: u32, token: u64) {
+    pub(super) fn lb_timer(&mut self, s: u32, code: u64) {
+        let (layer, token) = timer_of(code);
         let sw = &mut self.switches[s as usize];
         sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
-            lb.on_timer(ctx, token)
+            crate::lb::on_timer(lb, ctx, layer, token)
         });
         self.apply_lb_actions(s);
     }
+}
+
+/// A scheme timer's token in its event: the layer of the scheme that set it in the top bit
+/// (the token is below 2^63), so that the fingerprint tells a wrapper's timers from its inner
+/// scheme's.
+fn timer_code(layer: Layer, token: u64) -> u64 {
+    token | ((layer == Layer::Wrapper) as u64) << 63
+}
+
+/// The layer and token of a timer event's code (see [`timer_code`]).
+fn timer_of(code: u64) -> (Layer, u64) {
+    let layer = if code >> 63 == 1 {
+        Layer::Wrapper
+    } else {
+        Layer::Base
+    };
+    (layer, code & !(1 << 63))
 }

@@ -159,7 +159,7 @@ fn rlb_warns_the_upstream_switch_strictly_before_the_pause_at_that_ingress() {
     let mut paused_at = [None; 3];
     while let Some(t) = sim.step() {
         let sw = &sim.switches[sw_index];
-        let rlb = sw.rlb().unwrap();
+        let rlb = sw.scheme::<crate::lb::Rlb>().unwrap();
         for (i, &l) in uplinks.iter().enumerate() {
             if warned_at[i].is_none() && rlb.warning_sent(l, 3) {
                 warned_at[i] = Some(t);
@@ -181,7 +181,7 @@ fn rlb_warns_the_upstream_switch_strictly_before_the_pause_at_that_ingress() {
     }
     assert!(paused > 0, "the incast pauses the spines");
     let out = sim.finish(0.0);
-    assert!(out.stats.cnm_warnings > 0);
+    assert!(out.stats.counter("rlb.cnm_warnings") > 0);
     assert_eq!(out.stats.bytes_delivered, out.stats.bytes_offered);
     assert_eq!(out.stats.drops_buffer, 0);
 }
@@ -245,7 +245,7 @@ fn rlb_star_detects_a_black_holed_spine_and_stops_sending_to_it() {
     let mut rounds: Vec<(u64, u64)> = Vec::new();
     let mut suspected_after = None;
     while let Some(t) = sim.step() {
-        let rlb = sim.switches[leaf].rlb().unwrap();
+        let rlb = sim.switches[leaf].scheme::<crate::lb::Rlb>().unwrap();
         let (started, t_rc, suspect) = rlb.round_view();
         if started as usize > rounds.len() {
             assert_eq!(
@@ -289,7 +289,7 @@ fn rlb_star_detects_a_black_holed_spine_and_stops_sending_to_it() {
         &rounds[e.saturating_sub(3)..(e + 4).min(rounds.len())]
     );
     assert_eq!(out.stats.alerts as usize, out.alerts.len());
-    assert!(out.stats.recirculations > 0);
+    assert!(out.stats.counter("rlb.recirculations") > 0);
     // Only what was already queued for spine 11 left after the alert.
     assert!(out.ports[to_spine11].tx_packets <= limit);
     // Every flow recovers over the other spines.
