@@ -62,7 +62,7 @@ pub mod rps;
 use crate::engine::Rng;
 use crate::mmu::Mmu;
 use crate::packet::{LbHeader, Packet};
-use crate::sim::PortState;
+use crate::port::PortState;
 use crate::units::Time;
 use serde::{Deserialize, Serialize};
 

@@ -14,10 +14,11 @@
 //! not charged to the buffer) until the switch whose next hop is that host, which hands them
 //! to its scheme's `on_control`.
 
-use super::{Simulation, CONTROL_PRIO};
+use super::Simulation;
 use crate::lb::{flow_hash, Ingress};
 use crate::metrics::{PortRecord, ReorderChange};
 use crate::packet::{LbHeader, Packet, PacketId, PacketKind};
+use crate::port::CONTROL_PRIO;
 use crate::units::Time;
 use std::collections::VecDeque;
 
