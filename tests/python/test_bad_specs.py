@@ -187,7 +187,7 @@ BAD_SPECS = [
     (
         "priority out of range",
         TINY_TOML + "priority = 9\n",
-        "traffic[0].priority: priority 9 is out of range; use 1..=7 (0 is the control class)",
+        "traffic[0].priority: 9 is out of range; use 1..=7 (0 is the control class)",
     ),
     (
         "TOML syntax",

@@ -19,8 +19,10 @@
 //! is ordered by the event queue, i.e. by scheduling order). A finished flow leaves at most
 //! one pending decrease check behind, which then does nothing.
 
+use crate::check::check_range;
 use crate::units::{Rate, Time};
 use serde::{Deserialize, Serialize};
+use std::ops::Bound::{Excluded, Included};
 
 /// DCQCN parameters. Defaults follow the ConWeave ns-3 `run.py` (the reference scenario R1);
 /// `docs/dcqcn.md` lists the HPCC and paper values next to them.
@@ -63,6 +65,25 @@ impl Default for DcqcnConfig {
             rate_on_first_cnp: 1.0,
             clamp_target_rate: false,
         }
+    }
+}
+
+impl DcqcnConfig {
+    /// Checks the values that the types alone cannot (the keys are those of `[cc]`).
+    pub fn validate(&self) -> Result<(), String> {
+        let unit = (Excluded(0.0), Included(1.0));
+        check_range("cc.g", self.g, unit, "(the alpha gain, e.g. 0.00390625)")?;
+        for (key, t) in [
+            ("alpha_interval", self.alpha_interval),
+            ("decrease_interval", self.decrease_interval),
+            ("increase_interval", self.increase_interval),
+        ] {
+            if t == Time::ZERO {
+                return Err(format!("cc.{key}: must be above 0 (e.g. \"4us\")"));
+            }
+        }
+        let cut = "(the factor of the rate on the first CNP)";
+        check_range("cc.rate_on_first_cnp", self.rate_on_first_cnp, unit, cut)
     }
 }
 

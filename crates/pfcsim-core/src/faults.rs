@@ -24,11 +24,12 @@
 //! `"leaf:<i>"`, `"spine:<i>"`; in a fat-tree `"host:<i>"`, `"edge:<i>"`, `"agg:<i>"`,
 //! `"core:<i>"` (pod-major, from 0).
 
+use crate::check::check_range;
 use crate::engine::{rng_stream, StreamKind};
-use crate::spec::TopologySpec;
-use crate::topology::Topology;
+use crate::topology::{Topology, TopologySpec};
 use crate::units::{Rate, Time};
 use serde::{Deserialize, Serialize};
+use std::ops::Bound::{Excluded, Included};
 
 /// One `[[faults]]` entry of a spec.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -188,13 +189,8 @@ pub fn resolve(
                 at,
             } => {
                 let s = switch("switch", name)?;
-                if !(0.0..=1.0).contains(probability) {
-                    return Err(format!(
-                        "{}: {probability} is not a probability; give a value in 0..=1 \
-                         (e.g. 0.0035 for 0.35%)",
-                        key("probability")
-                    ));
-                }
+                let example = "(a probability, e.g. 0.0035 for 0.35%)";
+                check_range(&key("probability"), *probability, 0.0..=1.0, example)?;
                 let mut neighbours = Vec::with_capacity(from.len());
                 for (j, n) in from.iter().enumerate() {
                     let id = node(&format!("from[{j}]"), n)?;
@@ -221,13 +217,9 @@ pub fn resolve(
                 at,
             } => {
                 let s = switch("switch", name)?;
-                if !(*fraction > 0.0 && *fraction <= 1.0) {
-                    return Err(format!(
-                        "{}: {fraction} is not a fraction of packets; give a value in (0, 1] \
-                         (e.g. 0.5 for half)",
-                        key("fraction")
-                    ));
-                }
+                let unit = (Excluded(0.0), Included(1.0));
+                let example = "(a fraction of packets, e.g. 0.5 for half)";
+                check_range(&key("fraction"), *fraction, unit, example)?;
                 let mut chosen = Vec::new();
                 for (j, [src, dst]) in pairs.iter().enumerate() {
                     let k = format!("pairs[{j}]");
@@ -416,8 +408,7 @@ fn pairs_through(topology: &Topology, s: u32) -> Vec<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{FabricLinkSpec, LinkSpec};
-    use crate::topology::LeafSpine;
+    use crate::topology::{FabricLinkSpec, LeafSpine, LinkSpec};
 
     /// 2 leaves x 2 spines x 2 hosts per leaf: hosts 0-3, leaves 4-5, spines 6-7.
     fn fabric() -> (TopologySpec, Topology) {
@@ -549,7 +540,7 @@ mod tests {
             ),
             (
                 "kind = \"silent_drop\"\nswitch = \"spine:0\"\nprobability = 1.5",
-                "faults[0].probability: 1.5 is not a probability; give a value in 0..=1",
+                "faults[0].probability: 1.5 is out of range; use 0..=1 (a probability",
             ),
             (
                 "kind = \"silent_drop\"\nswitch = \"spine:0\"\nprobability = 0.1\nfrom = [\"spine:1\"]",
@@ -569,7 +560,7 @@ mod tests {
             ),
             (
                 "kind = \"black_hole\"\nswitch = \"spine:0\"\nrandom_pairs = 1\nfraction = 0",
-                "faults[0].fraction: 0 is not a fraction of packets",
+                "faults[0].fraction: 0 is out of range; use 0 < fraction <= 1 (a fraction of packets",
             ),
         ];
         for (body, message) in cases {

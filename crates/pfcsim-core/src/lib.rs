@@ -1,26 +1,33 @@
 //! pfcsim core: a deterministic packet-level simulator of lossless (PFC, RoCEv2) fabrics.
 //!
-//! The pieces, from the bottom up:
+//! The pieces, from the bottom up (a module uses only modules of lower layers; the layers are
+//! listed in `layers.rs` and `docs/architecture.md`, and a test checks them):
 //! * [`units`]: integer time (ps), rates (bit/s) and sizes (bytes), parsed from "2us" etc.;
+//!   [`check`]: the range checks of spec values; [`metrics`]: what a run measures;
 //! * [`engine`]: the event queue, RNG streams and run fingerprint (no network words);
-//! * [`packet`]: packets and their arena;
-//! * [`topology`]: leaf-spine, fat-tree and ns-3 file topologies, shortest-path routing;
+//! * [`packet`]: packets and their arena; [`port`]: a link end's egress queues and PFC state;
+//! * [`topology`]: the `[topology]` table; leaf-spine, fat-tree and ns-3 file topologies,
+//!   shortest-path routing; [`faults`]: the `[[faults]]` plan resolved against a topology;
+//! * [`cdf`], [`traffic`], [`ns3`]: workloads and traffic generation (the flows to simulate);
 //! * [`mmu`], [`dcqcn`], [`lb`]: the switch buffer/PFC model, congestion control, and the
 //!   load-balancing schemes;
 //! * [`sim`]: the fabric simulation that ties them together;
-//! * [`cdf`], [`traffic`], [`ns3`]: workloads and traffic generation;
 //! * [`spec`]: the validated TOML scenario format; [`run`]: spec in, results out;
-//! * [`metrics`], [`output`]: what a run measures and how it is written (Parquet).
+//! * [`output`]: how a run is written (Parquet) and summarized.
 pub mod cdf;
+pub mod check;
 pub mod dcqcn;
 pub mod engine;
 pub mod faults;
+#[cfg(test)]
+mod layers;
 pub mod lb;
 pub mod metrics;
 pub mod mmu;
 pub mod ns3;
 pub mod output;
 pub mod packet;
+pub mod port;
 pub mod run;
 pub mod sim;
 pub mod spec;

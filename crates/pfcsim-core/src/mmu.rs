@@ -16,7 +16,17 @@
 //!
 //! Control packets in the strict-priority queue are not accounted, as in the references.
 
-use crate::sim::N_PRIO;
+use crate::port::N_PRIO;
+use crate::units::{Rate, Time};
+
+/// Headroom of a port: what arrives after the switch decides to pause the link's far end.
+/// The PAUSE waits for one packet on our egress and its own serialization, travels the link
+/// (one delay) while the peer keeps sending; the peer then finishes the packet it is sending,
+/// and everything already on the wire still arrives (one delay). So 2 x rate x delay plus
+/// three maximum-size packets.
+pub fn auto_headroom(rate: Rate, delay: Time, mtu_wire: u64) -> u64 {
+    2 * rate.bytes_in(delay) + 3 * mtu_wire
+}
 
 /// How the XOFF threshold on a queue's shared-buffer use is set.
 #[derive(Clone, Copy, Debug, PartialEq)]

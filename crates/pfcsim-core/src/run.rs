@@ -7,9 +7,10 @@
 //! simulators, for side-by-side comparisons).
 
 use crate::metrics::RunStats;
-use crate::output::{
+use crate::output::summary::{SizeBuckets, Summary};
+use crate::output::writers::{
     write_alerts_parquet, write_flows_parquet, write_ports_parquet, write_reorder_parquet,
-    write_summary_parquet, OutputError, SizeBuckets, Summary,
+    write_summary_parquet, OutputError,
 };
 use crate::sim::{RunOutput, Simulation};
 use crate::spec::{Scenario, Spec, SpecError};

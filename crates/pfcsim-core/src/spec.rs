@@ -10,14 +10,12 @@
 //! every result.
 
 use crate::cdf::FlowSizeCdf;
-use crate::dcqcn::DcqcnConfig;
 use crate::faults::{FaultSpec, ScheduledFault};
 use crate::lb::LbConfig;
-use crate::ns3;
-use crate::sim::{CcConfig, FabricConfig, FlowSpec, NicConfig, StopRule, SwitchConfig};
-use crate::topology::{LeafSpine, Topology};
-use crate::traffic::{TrafficContext, TrafficSpec};
-use crate::units::{Bytes, Rate, Time};
+use crate::sim::{CcConfig, FabricConfig, NicConfig, StopRule, SwitchConfig};
+use crate::topology::{Topology, TopologySpec};
+use crate::traffic::{FlowSpec, TrafficContext, TrafficSpec};
+use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -26,6 +24,12 @@ use std::path::{Path, PathBuf};
 #[error("{message}")]
 pub struct SpecError {
     pub message: String,
+}
+
+impl From<String> for SpecError {
+    fn from(message: String) -> Self {
+        SpecError { message }
+    }
 }
 
 fn err<T>(message: impl Into<String>) -> Result<T, SpecError> {
@@ -92,70 +96,6 @@ impl Default for RunSpec {
     }
 }
 
-/// A link's rate and propagation delay.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkSpec {
-    pub rate: Rate,
-    pub delay: Time,
-}
-
-/// Fabric-link parameters of a leaf-spine: the rate may instead follow from
-/// `oversubscription`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FabricLinkSpec {
-    pub rate: Option<Rate>,
-    pub delay: Time,
-}
-
-/// One leaf-spine link with other parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkOverride {
-    pub leaf: u32,
-    pub spine: u32,
-    pub rate: Option<Rate>,
-    pub delay: Option<Time>,
-}
-
-/// Degrade a random fraction of the leaf-spine links (chosen by the seed).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Degrade {
-    pub fraction: f64,
-    pub rate: Rate,
-}
-
-/// `[topology]`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-// Written as a table with `kind = "<variant>"` (see `crate::tagged`).
-#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
-pub enum TopologySpec {
-    LeafSpine {
-        leaves: u32,
-        spines: u32,
-        hosts_per_leaf: u32,
-        host_link: LinkSpec,
-        fabric_link: FabricLinkSpec,
-        /// Host capacity of a leaf over its uplink capacity; sets the fabric rate when
-        /// `fabric_link.rate` is not given.
-        oversubscription: Option<f64>,
-        #[serde(default)]
-        overrides: Vec<LinkOverride>,
-        degrade: Option<Degrade>,
-    },
-    FatTree {
-        k: u32,
-        host_link: LinkSpec,
-        fabric_link: LinkSpec,
-    },
-    /// A topology file of the ns-3 RDMA simulators (relative to the spec file).
-    Ns3File { path: String },
-}
-
-crate::tagged::internally_tagged!(TopologySpec, "kind");
-
 impl Spec {
     /// Reads and validates a spec from TOML text. `origin` names it in messages.
     pub fn from_toml(text: &str, origin: &str) -> Result<Spec, SpecError> {
@@ -200,136 +140,12 @@ impl Spec {
 
     /// Checks the values that the types alone cannot.
     pub fn validate(&self) -> Result<(), SpecError> {
-        match &self.topology {
-            TopologySpec::LeafSpine {
-                leaves,
-                spines,
-                hosts_per_leaf,
-                fabric_link,
-                oversubscription,
-                overrides,
-                degrade,
-                ..
-            } => {
-                for (key, v) in [
-                    ("leaves", leaves),
-                    ("spines", spines),
-                    ("hosts_per_leaf", hosts_per_leaf),
-                ] {
-                    if *v == 0 {
-                        return err(format!("topology.{key}: must be at least 1"));
-                    }
-                }
-                if leaves * hosts_per_leaf < 2 {
-                    return err(
-                        "topology: a fabric needs at least 2 hosts; raise leaves or hosts_per_leaf",
-                    );
-                }
-                match (fabric_link.rate, oversubscription) {
-                    (None, None) => {
-                        return err("topology.fabric_link.rate: missing; give the leaf-spine link rate (e.g. \"100Gbps\") or topology.oversubscription")
-                    }
-                    (Some(_), Some(_)) => {
-                        return err("topology.oversubscription: give either it or topology.fabric_link.rate, not both")
-                    }
-                    (None, Some(os)) if !(*os > 0.0 && os.is_finite()) => {
-                        return err(format!(
-                            "topology.oversubscription: {os} is not a positive ratio (e.g. 2.0 for 2:1)"
-                        ))
-                    }
-                    _ => {}
-                }
-                for (i, o) in overrides.iter().enumerate() {
-                    if o.leaf >= *leaves {
-                        return err(format!(
-                            "topology.overrides[{i}].leaf: {} is out of range; leaves are 0..{}",
-                            o.leaf, leaves
-                        ));
-                    }
-                    if o.spine >= *spines {
-                        return err(format!(
-                            "topology.overrides[{i}].spine: {} is out of range; spines are 0..{}",
-                            o.spine, spines
-                        ));
-                    }
-                }
-                if let Some(d) = degrade {
-                    if !(0.0..=1.0).contains(&d.fraction) {
-                        return err(format!(
-                            "topology.degrade.fraction: {} is not a fraction; use a value in [0, 1]",
-                            d.fraction
-                        ));
-                    }
-                }
-            }
-            TopologySpec::FatTree { k, .. } => {
-                if *k < 2 || k % 2 != 0 {
-                    return err(format!(
-                        "topology.k: {k} is not valid; a k-ary fat-tree needs an even k >= 2"
-                    ));
-                }
-            }
-            TopologySpec::Ns3File { .. } => {}
-        }
-        let sw = &self.switch;
-        if sw.buffer.0 == 0 {
-            return err("switch.buffer: must be above 0 (e.g. \"9MB\")");
-        }
-        if !(sw.pfc.alpha > 0.0 && sw.pfc.alpha.is_finite()) {
-            return err(format!(
-                "switch.pfc.alpha: {} is not valid; use a positive factor (e.g. 0.0625)",
-                sw.pfc.alpha
-            ));
-        }
-        if sw.pfc.static_threshold == Some(Bytes(0)) {
-            return err("switch.pfc.static_threshold: must be above 0, or left out for the dynamic threshold");
-        }
-        let check_red = |key: &str, kmin: Bytes, kmax: Bytes, pmax: f64| {
-            if kmin > kmax {
-                return err(format!(
-                    "{key}: kmin ({kmin}) is above kmax ({kmax}); kmin must be <= kmax"
-                ));
-            }
-            if !(0.0..=1.0).contains(&pmax) {
-                return err(format!(
-                    "{key}.pmax: {pmax} is not a probability; use a value in [0, 1]"
-                ));
-            }
-            Ok(())
-        };
-        check_red("switch.ecn", sw.ecn.kmin, sw.ecn.kmax, sw.ecn.pmax)?;
-        for (i, o) in sw.ecn.per_rate.iter().enumerate() {
-            check_red(&format!("switch.ecn.per_rate[{i}]"), o.kmin, o.kmax, o.pmax)?;
-        }
-        let nic = &self.nic;
-        if !(1..=9_000).contains(&nic.payload.0) {
-            return err(format!(
-                "nic.payload: {} is out of range; use 1B..=9000B (jumbo frames at most, e.g. \"1000B\")",
-                nic.payload
-            ));
-        }
-        if nic.header_bytes > 512 {
-            return err(format!(
-                "nic.header_bytes: {} is out of range; use 0..=512",
-                nic.header_bytes
-            ));
-        }
-        if nic.ack_interval == 0 {
-            return err("nic.ack_interval: must be at least 1 (ACK every N packets)");
-        }
-        if !(1..=512).contains(&nic.control_bytes) {
-            return err(format!(
-                "nic.control_bytes: {} is out of range; use 1..=512 (e.g. 64)",
-                nic.control_bytes
-            ));
-        }
-        if let CcConfig::Dcqcn(d) = &self.cc {
-            validate_dcqcn(d)?;
-        }
-        self.lb
-            .validate()
-            .map_err(|message| SpecError { message })?;
-        if self.lb.capabilities().loopback && sw.loopback.is_none() {
+        self.topology.validate()?;
+        self.switch.validate()?;
+        self.nic.validate()?;
+        self.cc.validate()?;
+        self.lb.validate()?;
+        if self.lb.capabilities().loopback && self.switch.loopback.is_none() {
             return err(format!(
                 "switch.loopback: missing; scheme \"{}\" recirculates packets through a loopback link: add [switch.loopback] with rate and delay (e.g. rate = \"40Gbps\", delay = \"500ns\"), or set lb.recirculation = false",
                 self.lb.name()
@@ -346,31 +162,6 @@ impl Spec {
         }
         Ok(())
     }
-}
-
-fn validate_dcqcn(d: &DcqcnConfig) -> Result<(), SpecError> {
-    if !(d.g > 0.0 && d.g <= 1.0) {
-        return err(format!(
-            "cc.g: {} is not valid; the alpha gain must be in (0, 1] (e.g. 0.00390625)",
-            d.g
-        ));
-    }
-    for (key, t) in [
-        ("alpha_interval", d.alpha_interval),
-        ("decrease_interval", d.decrease_interval),
-        ("increase_interval", d.increase_interval),
-    ] {
-        if t == Time::ZERO {
-            return err(format!("cc.{key}: must be above 0 (e.g. \"4us\")"));
-        }
-    }
-    if !(d.rate_on_first_cnp > 0.0 && d.rate_on_first_cnp <= 1.0) {
-        return err(format!(
-            "cc.rate_on_first_cnp: {} is not valid; use a factor in (0, 1]",
-            d.rate_on_first_cnp
-        ));
-    }
-    Ok(())
 }
 
 /// A spec turned into everything the simulator needs.
@@ -401,7 +192,7 @@ impl Scenario {
             std::fs::read_to_string(&full)
                 .map_err(|e| format!("cannot read {}: {e}", full.display()))
         };
-        let mut topology = build_topology(&spec, &read)?;
+        let mut topology = spec.topology.build(spec.seed, &read)?;
         if let Some(lo) = &spec.switch.loopback {
             topology = topology.with_loopbacks(lo.rate, lo.delay);
         }
@@ -448,8 +239,7 @@ impl Scenario {
             cc: spec.cc.clone(),
             lb: spec.lb.clone(),
         };
-        let faults = crate::faults::resolve(&spec.faults, &spec.topology, &topology, spec.seed)
-            .map_err(|message| SpecError { message })?;
+        let faults = crate::faults::resolve(&spec.faults, &spec.topology, &topology, spec.seed)?;
         Ok(Scenario {
             spec,
             topology,
@@ -458,78 +248,6 @@ impl Scenario {
             stop,
             faults,
         })
-    }
-}
-
-fn build_topology(
-    spec: &Spec,
-    read: &dyn Fn(&str) -> Result<String, String>,
-) -> Result<Topology, SpecError> {
-    match &spec.topology {
-        TopologySpec::LeafSpine {
-            leaves,
-            spines,
-            hosts_per_leaf,
-            host_link,
-            fabric_link,
-            oversubscription,
-            overrides,
-            degrade,
-        } => {
-            let fabric_rate = match (fabric_link.rate, oversubscription) {
-                (Some(r), _) => r,
-                (None, Some(os)) => {
-                    let bps = (*hosts_per_leaf as f64 * host_link.rate.bps() as f64)
-                        / (*spines as f64 * os);
-                    if bps < 1.0 {
-                        return err("topology.oversubscription: gives a fabric rate below 1 bit/s");
-                    }
-                    Rate(bps.round() as u64)
-                }
-                (None, None) => unreachable!("validated"),
-            };
-            Ok(Topology::leaf_spine(&LeafSpine {
-                leaves: *leaves,
-                spines: *spines,
-                hosts_per_leaf: *hosts_per_leaf,
-                host_rate: host_link.rate,
-                host_delay: host_link.delay,
-                fabric_rate,
-                fabric_delay: fabric_link.delay,
-                overrides: overrides
-                    .iter()
-                    .map(|o| (o.leaf, o.spine, o.rate, o.delay))
-                    .collect(),
-                degrade: degrade.as_ref().map(|d| (d.fraction, d.rate)),
-                seed: spec.seed,
-            }))
-        }
-        TopologySpec::FatTree {
-            k,
-            host_link,
-            fabric_link,
-        } => Ok(Topology::fat_tree(
-            *k,
-            (host_link.rate, host_link.delay),
-            (fabric_link.rate, fabric_link.delay),
-        )),
-        TopologySpec::Ns3File { path } => {
-            let text = read(path).map_err(|e| SpecError {
-                message: format!("topology.path: {e}"),
-            })?;
-            let t = ns3::parse_topology(&text).map_err(|e| SpecError {
-                message: format!("topology.path: {path}: {e}"),
-            })?;
-            if let Some(l) = t.links.iter().find(|l| l.error_rate != 0.0) {
-                return err(format!(
-                    "topology.path: {path}: link {}-{} has error rate {}; random link errors are not modelled, set it to 0",
-                    l.a, l.b, l.error_rate
-                ));
-            }
-            Topology::from_ns3(&t).map_err(|e| SpecError {
-                message: format!("topology.path: {path}: {e}"),
-            })
-        }
     }
 }
 

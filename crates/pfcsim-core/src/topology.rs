@@ -1,15 +1,17 @@
-//! Fabric topologies: builders (leaf-spine, k-ary fat-tree, ns-3 topology files) and
-//! shortest-path routing tables.
+//! Fabric topologies: the `[topology]` table of a spec ([`TopologySpec`]), builders
+//! (leaf-spine, k-ary fat-tree, ns-3 topology files) and shortest-path routing tables.
 //!
 //! A topology is a set of nodes (hosts and switches) and full-duplex links, each with one rate
 //! and one propagation delay for both directions. Every host has exactly one link (one NIC
 //! port); hosts never forward. Switches forward along all shortest paths (in hops); the
 //! equal-cost choice among them is the load balancer's.
 
+use crate::check::check_range;
 use crate::engine::{rng_stream, StreamKind};
-use crate::ns3::Ns3Topology;
+use crate::ns3::{self, Ns3Topology};
 use crate::units::{Rate, Time};
 use rand::seq::index::sample;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// One full-duplex link.
@@ -48,6 +50,214 @@ pub enum TopologyError {
     SelfLoop { index: usize, node: u32 },
     #[error("link {index} names node {node}, but the topology has only {nodes} nodes")]
     NodeOutOfRange { index: usize, node: u32, nodes: u32 },
+}
+
+/// A link's rate and propagation delay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    pub rate: Rate,
+    pub delay: Time,
+}
+
+/// Fabric-link parameters of a leaf-spine: the rate may instead follow from
+/// `oversubscription`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricLinkSpec {
+    pub rate: Option<Rate>,
+    pub delay: Time,
+}
+
+/// One leaf-spine link with other parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkOverride {
+    pub leaf: u32,
+    pub spine: u32,
+    pub rate: Option<Rate>,
+    pub delay: Option<Time>,
+}
+
+/// Degrade a random fraction of the leaf-spine links (chosen by the seed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Degrade {
+    pub fraction: f64,
+    pub rate: Rate,
+}
+
+/// `[topology]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+// Written as a table with `kind = "<variant>"` (see `crate::tagged`).
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TopologySpec {
+    LeafSpine {
+        leaves: u32,
+        spines: u32,
+        hosts_per_leaf: u32,
+        host_link: LinkSpec,
+        fabric_link: FabricLinkSpec,
+        /// Host capacity of a leaf over its uplink capacity; sets the fabric rate when
+        /// `fabric_link.rate` is not given.
+        oversubscription: Option<f64>,
+        #[serde(default)]
+        overrides: Vec<LinkOverride>,
+        degrade: Option<Degrade>,
+    },
+    FatTree {
+        k: u32,
+        host_link: LinkSpec,
+        fabric_link: LinkSpec,
+    },
+    /// A topology file of the ns-3 RDMA simulators (relative to the spec file).
+    Ns3File { path: String },
+}
+
+crate::tagged::internally_tagged!(TopologySpec, "kind");
+
+impl TopologySpec {
+    /// Checks the values that the types alone cannot (an ns-3 file is checked when read).
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            TopologySpec::LeafSpine {
+                leaves,
+                spines,
+                hosts_per_leaf,
+                fabric_link,
+                oversubscription,
+                overrides,
+                degrade,
+                ..
+            } => {
+                for (key, v) in [
+                    ("leaves", leaves),
+                    ("spines", spines),
+                    ("hosts_per_leaf", hosts_per_leaf),
+                ] {
+                    if *v == 0 {
+                        return Err(format!("topology.{key}: must be at least 1"));
+                    }
+                }
+                if leaves * hosts_per_leaf < 2 {
+                    return Err(
+                        "topology: a fabric needs at least 2 hosts; raise leaves or hosts_per_leaf"
+                            .into(),
+                    );
+                }
+                match (fabric_link.rate, oversubscription) {
+                    (None, None) => {
+                        return Err("topology.fabric_link.rate: missing; give the leaf-spine link rate (e.g. \"100Gbps\") or topology.oversubscription".into())
+                    }
+                    (Some(_), Some(_)) => {
+                        return Err("topology.oversubscription: give either it or topology.fabric_link.rate, not both".into())
+                    }
+                    (None, Some(os)) if !(*os > 0.0 && os.is_finite()) => {
+                        return Err(format!(
+                            "topology.oversubscription: {os} is not a positive ratio (e.g. 2.0 for 2:1)"
+                        ))
+                    }
+                    _ => {}
+                }
+                for (i, o) in overrides.iter().enumerate() {
+                    let key = format!("topology.overrides[{i}]");
+                    check_range(&format!("{key}.leaf"), o.leaf, 0..*leaves, "(a leaf index)")?;
+                    check_range(
+                        &format!("{key}.spine"),
+                        o.spine,
+                        0..*spines,
+                        "(a spine index)",
+                    )?;
+                }
+                if let Some(d) = degrade {
+                    let (key, note) = ("topology.degrade.fraction", "(a fraction of the links)");
+                    check_range(key, d.fraction, 0.0..=1.0, note)?;
+                }
+            }
+            TopologySpec::FatTree { k, .. } => {
+                if *k < 2 || k % 2 != 0 {
+                    return Err(format!(
+                        "topology.k: {k} is not valid; a k-ary fat-tree needs an even k >= 2"
+                    ));
+                }
+            }
+            TopologySpec::Ns3File { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Builds the topology; `seed` draws the degraded links, `read` reads a topology file
+    /// (its path relative to the spec file). Errors name the key path.
+    pub fn build(
+        &self,
+        seed: u64,
+        read: &dyn Fn(&str) -> Result<String, String>,
+    ) -> Result<Topology, String> {
+        match self {
+            TopologySpec::LeafSpine {
+                leaves,
+                spines,
+                hosts_per_leaf,
+                host_link,
+                fabric_link,
+                oversubscription,
+                overrides,
+                degrade,
+            } => {
+                let fabric_rate = match (fabric_link.rate, oversubscription) {
+                    (Some(r), _) => r,
+                    (None, Some(os)) => {
+                        let bps = (*hosts_per_leaf as f64 * host_link.rate.bps() as f64)
+                            / (*spines as f64 * os);
+                        if bps < 1.0 {
+                            return Err(
+                                "topology.oversubscription: gives a fabric rate below 1 bit/s"
+                                    .into(),
+                            );
+                        }
+                        Rate(bps.round() as u64)
+                    }
+                    (None, None) => unreachable!("validated"),
+                };
+                Ok(Topology::leaf_spine(&LeafSpine {
+                    leaves: *leaves,
+                    spines: *spines,
+                    hosts_per_leaf: *hosts_per_leaf,
+                    host_rate: host_link.rate,
+                    host_delay: host_link.delay,
+                    fabric_rate,
+                    fabric_delay: fabric_link.delay,
+                    overrides: overrides
+                        .iter()
+                        .map(|o| (o.leaf, o.spine, o.rate, o.delay))
+                        .collect(),
+                    degrade: degrade.as_ref().map(|d| (d.fraction, d.rate)),
+                    seed,
+                }))
+            }
+            TopologySpec::FatTree {
+                k,
+                host_link,
+                fabric_link,
+            } => Ok(Topology::fat_tree(
+                *k,
+                (host_link.rate, host_link.delay),
+                (fabric_link.rate, fabric_link.delay),
+            )),
+            TopologySpec::Ns3File { path } => {
+                let text = read(path).map_err(|e| format!("topology.path: {e}"))?;
+                let t = ns3::parse_topology(&text)
+                    .map_err(|e| format!("topology.path: {path}: {e}"))?;
+                if let Some(l) = t.links.iter().find(|l| l.error_rate != 0.0) {
+                    return Err(format!(
+                        "topology.path: {path}: link {}-{} has error rate {}; random link errors are not modelled, set it to 0",
+                        l.a, l.b, l.error_rate
+                    ));
+                }
+                Topology::from_ns3(&t).map_err(|e| format!("topology.path: {path}: {e}"))
+            }
+        }
+    }
 }
 
 /// Parameters of a two-tier leaf-spine (Clos) fabric.

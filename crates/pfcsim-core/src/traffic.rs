@@ -19,13 +19,28 @@
 //! the spec), so adding a generator does not change the flows of the others.
 
 use crate::cdf::FlowSizeCdf;
+use crate::check::check_range;
 use crate::engine::{rng_stream, StreamKind};
-use crate::sim::FlowSpec;
 use crate::topology::Topology;
 use crate::units::{Bytes, Time};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+
+/// A flow to simulate: who sends how much to whom, when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSpec {
+    pub src: u32,
+    pub dst: u32,
+    pub size: u64,
+    pub start: Time,
+    pub priority: u8,
+    pub dport: u16,
+    pub source: &'static str,
+    /// Path pinned by the sender, stamped on every data packet (0: none); see
+    /// [`crate::packet::LbHeader::path_tag`] for the encoding.
+    pub path_tag: u32,
+}
 
 /// Which capacity a Poisson generator's load is a fraction of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,13 +196,13 @@ impl TrafficSpec {
             }
         };
         let check_priority = |field: &str, p: u8| -> Result<(), TrafficError> {
-            if (1..=7).contains(&p) {
-                Ok(())
-            } else {
-                Err(TrafficError(format!(
-                    "{key}.{field}: priority {p} is out of range; use 1..=7 (0 is the control class)"
-                )))
-            }
+            check_range(
+                &format!("{key}.{field}"),
+                p,
+                1..=7,
+                "(0 is the control class)",
+            )
+            .map_err(TrafficError)
         };
         let flow = |src, dst, size, start, priority, source| FlowSpec {
             src,
@@ -368,15 +383,11 @@ impl TrafficSpec {
                             )));
                         }
                     }
-                    if !(1..=7).contains(&fl.priority) {
-                        return Err(TrafficError(format!(
-                            "{key}.path: {}: flow {} (line {}): priority {} is out of range; use 1..=7",
-                            f.path,
-                            i,
-                            fl.line,
-                            fl.priority
-                        )));
-                    }
+                    let at = format!(
+                        "{key}.path: {}: flow {i} (line {}): priority",
+                        f.path, fl.line
+                    );
+                    check_range(&at, fl.priority, 1..=7, "").map_err(TrafficError)?;
                     flows.push(FlowSpec {
                         src: fl.src,
                         dst: fl.dst,

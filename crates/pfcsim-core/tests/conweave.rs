@@ -6,8 +6,9 @@ mod common;
 use common::flow;
 
 use pfcsim_core::lb::{ConWeaveConfig, LbConfig, RpsConfig};
-use pfcsim_core::sim::{FabricConfig, FlowSpec, RunOutput, Simulation, StopRule};
+use pfcsim_core::sim::{FabricConfig, RunOutput, Simulation, StopRule};
 use pfcsim_core::topology::{LeafSpine, Topology};
+use pfcsim_core::traffic::FlowSpec;
 use pfcsim_core::units::{Rate, Time};
 
 /// Two leaves of eight 100 Gbps hosts, four spines, 100 Gbps / 1 us links except leaf 16's

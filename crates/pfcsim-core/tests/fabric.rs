@@ -10,9 +10,10 @@ use pfcsim_core::lb::{
     RpsConfig,
 };
 use pfcsim_core::sim::{
-    ideal_fct, CcConfig, FabricConfig, FlowSpec, NicConfig, RunOutput, Simulation, StopRule,
+    ideal_fct, CcConfig, FabricConfig, NicConfig, RunOutput, Simulation, StopRule,
 };
 use pfcsim_core::topology::{LeafSpine, Topology};
+use pfcsim_core::traffic::FlowSpec;
 use pfcsim_core::units::{Rate, Time};
 
 fn leaf_spine(leaves: u32, spines: u32, hosts_per_leaf: u32) -> Topology {

@@ -8,8 +8,9 @@ use common::flow;
 
 use pfcsim_core::lb::{DrbConfig, LbConfig};
 use pfcsim_core::metrics::RunStats;
-use pfcsim_core::sim::{CcConfig, FabricConfig, FlowSpec, RunOutput, Simulation, StopRule};
+use pfcsim_core::sim::{CcConfig, FabricConfig, RunOutput, Simulation, StopRule};
 use pfcsim_core::topology::{LeafSpine, Topology};
+use pfcsim_core::traffic::FlowSpec;
 use pfcsim_core::units::{Rate, Time};
 
 fn run(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64, at: Time) -> RunOutput {

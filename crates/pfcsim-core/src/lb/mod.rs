@@ -71,7 +71,7 @@ use crate::engine::Rng;
 use crate::metrics::AlertRecord;
 use crate::mmu::Mmu;
 use crate::packet::{LbHeader, Packet};
-use crate::sim::PortState;
+use crate::port::PortState;
 use crate::units::Time;
 use host::{HostFabric, HostScheme};
 use serde::{Deserialize, Serialize};

@@ -65,7 +65,7 @@ use super::{
 use crate::engine::mix64;
 use crate::metrics::AlertRecord;
 use crate::packet::{LbHeader, Packet};
-use crate::sim::N_PRIO;
+use crate::port::N_PRIO;
 use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
 
@@ -1823,7 +1823,7 @@ mod tests {
     /// Recirculations of one packet admitted in a row, one t_rc apart, at a switch whose
     /// loopback (ports 6 and 7) is empty: `gap` is the RTT gap that sent it round.
     fn recirculate(rlb: &mut Rlb, mmu: &Mmu, gap: Time) -> u32 {
-        use crate::sim::PortState;
+        use crate::port::PortState;
         let ports: Vec<PortState> = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
         let pkt = data(2, 7);
         let mut sw = switch();
@@ -1849,7 +1849,7 @@ mod tests {
     /// growth term of eq. 4 left out, eq. 6 not checked.
     #[test]
     fn max_recirculations_bounds_plain_rlb_and_n_rc_and_eq6_bound_rlb_star() {
-        use crate::sim::PortState;
+        use crate::port::PortState;
         let roomy = mmu(100_000);
         // Plain RLB: max_recirculations, whatever the gap.
         let mut plain = recirc_leaf(false);
@@ -1907,7 +1907,7 @@ mod tests {
     /// t_rc computed without the queue.
     #[test]
     fn t_rc_is_the_recirculation_queue_s_delay_and_decides_against_the_rtt_gap() {
-        use crate::sim::PortState;
+        use crate::port::PortState;
         let roomy = mmu(100_000);
         let mut ports = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
         let mut rlb = leaf(&ecmp_inner());
@@ -1943,7 +1943,7 @@ mod tests {
     /// the threshold not resetting the suspicion.
     #[test]
     fn algorithm2_removes_the_port_that_tops_two_rounds_in_a_row() {
-        use crate::sim::PortState;
+        use crate::port::PortState;
         let ports: Vec<PortState> = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
         let mut rlb = recirc_leaf(true);
         let mut sw = switch();

@@ -4,10 +4,11 @@
 //! A fault-free run pays one test of a per-switch flag per packet arriving at a switch (the
 //! flag is set only on switches with a silent-drop or black-hole fault) and nothing else.
 
-use super::{Event, Simulation, CONTROL_PRIO};
+use super::{Event, Simulation};
 use crate::engine::{rng_stream, Rng, StreamKind};
 use crate::faults::{Fault, ScheduledFault};
 use crate::packet::{PacketId, PacketKind};
+use crate::port::{NodeRef, CONTROL_PRIO, N_PRIO};
 use crate::topology::Topology;
 use crate::units::Time;
 use rand::Rng as _;
@@ -191,10 +192,10 @@ impl Simulation {
             self.arena.free(pid);
         }
         let mut resumes = Vec::new();
-        for prio in 0..super::N_PRIO as u8 {
+        for prio in 0..N_PRIO as u8 {
             while self.ports[p as usize].nonempty & (1 << prio) != 0 {
                 let pid = self.ports[p as usize].dequeue(prio, &mut self.arena, now);
-                if let super::NodeRef::Switch(s) = self.ports[p as usize].owner {
+                if let NodeRef::Switch(s) = self.ports[p as usize].owner {
                     let sw = &mut self.switches[s as usize];
                     let pkt = self.arena.get(pid);
                     if prio != CONTROL_PRIO
@@ -210,7 +211,7 @@ impl Simulation {
         }
         let port = &mut self.ports[p as usize];
         if port.paused != 0 {
-            for q in 0..super::N_PRIO {
+            for q in 0..N_PRIO {
                 if port.paused & (1 << q) != 0 {
                     let pq = &mut port.prio[q];
                     pq.pause_clock += (now - pq.paused_since).ps();
@@ -284,8 +285,8 @@ impl Simulation {
 
     fn switch_index(&self, node: u32) -> usize {
         match self.ports[self.node_first_port(node) as usize].owner {
-            super::NodeRef::Switch(s) => s as usize,
-            super::NodeRef::Host(_) => unreachable!("faults name switches"),
+            NodeRef::Switch(s) => s as usize,
+            NodeRef::Host(_) => unreachable!("faults name switches"),
         }
     }
 

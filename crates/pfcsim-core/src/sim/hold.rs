@@ -14,10 +14,11 @@
 //! the buffer, unless the message has a data priority) until the switch whose next hop is that
 //! host, which hands them to its scheme's `on_control`.
 
-use super::{Simulation, CONTROL_PRIO};
+use super::Simulation;
 use crate::lb::{flow_hash, Ingress, Layer, RoutedMessage};
 use crate::metrics::{PortRecord, ReorderChange};
 use crate::packet::{Packet, PacketId, PacketKind};
+use crate::port::CONTROL_PRIO;
 use crate::units::Time;
 use std::collections::VecDeque;
 

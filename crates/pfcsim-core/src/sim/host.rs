@@ -17,12 +17,14 @@
 //! ones their ToR sends. Not modelled: selective repeat (IRN), multiple NICs per host,
 //! PCIe/host-side delays, window limits.
 
-use super::{Event, FlowSpec, Simulation, CONTROL_PRIO};
+use super::{Event, Simulation};
 use crate::dcqcn::Dcqcn;
 use crate::lb::host::{AckEcho, FlowInfo};
 use crate::metrics::FlowRecord;
 use crate::packet::{Packet, PacketId, PacketKind};
+use crate::port::CONTROL_PRIO;
 use crate::sim::CcConfig;
+use crate::traffic::FlowSpec;
 use crate::units::{Bytes, Rate, Time};
 use serde::{Deserialize, Serialize};
 

@@ -3,13 +3,14 @@
 
 use super::host::reply_to;
 use super::NicConfig;
-use super::{Event, PortState, Simulation, Switch, CONTROL_PRIO};
+use super::{Event, Simulation, Switch};
 use crate::engine::{rng_stream, Rng, StreamKind};
 use crate::lb::host::{
     AckEcho, FlowInfo, HostAction, HostCtx, HostFabric, HostScheme, PairTiming, ProbeEcho,
 };
 use crate::lb::{LbConfig, NO_TOR};
 use crate::packet::{Packet, PacketKind};
+use crate::port::{PortState, CONTROL_PRIO};
 use crate::units::{Rate, Time};
 
 /// The run's host-side scheme with what it works on.

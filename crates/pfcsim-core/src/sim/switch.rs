@@ -8,8 +8,8 @@
 //! dequeue on the egress queue length. Not modelled: switching latency inside the switch,
 //! cut-through forwarding, egress buffer limits, multicast, link-level errors.
 
-use super::{build_mmu, ecn_rng, switch_rng, PortState, SetupError, Simulation, CONTROL_PRIO};
-use super::{FabricConfig, N_PRIO};
+use super::setup::{build_mmu, ecn_rng, switch_rng};
+use super::{FabricConfig, SetupError, Simulation};
 use crate::engine::{mix64, Rng};
 use crate::lb::{
     flow_hash, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
@@ -17,6 +17,7 @@ use crate::lb::{
 };
 use crate::mmu::{Admission, Mmu};
 use crate::packet::{Packet, PacketId, PacketKind};
+use crate::port::{PortState, CONTROL_PRIO, N_PRIO};
 use crate::units::{Bytes, Rate, Time};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,10 @@
 
 use super::*;
 use crate::lb::probe::ProbeConfig;
-use crate::topology::LeafSpine;
+use crate::lb::LbConfig;
+use crate::topology::{LeafSpine, Topology};
+use crate::traffic::FlowSpec;
+use crate::units::Rate;
 
 #[test]
 fn recirculation_timers_and_messages_work_end_to_end() {
@@ -78,13 +81,6 @@ fn recirculation_timers_and_messages_work_end_to_end() {
     assert_eq!(port(6, 4).unwrap().lb_messages_sent, 1);
     let total: u64 = out.ports.iter().map(|p| p.lb_messages_sent).sum();
     assert_eq!(total, 2);
-}
-
-#[test]
-fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {
-    assert_eq!(std::mem::offset_of!(PortState, in_flight), 64);
-    assert_eq!(std::mem::offset_of!(PortState, queue_integral), 128);
-    assert!(std::mem::offset_of!(PortState, ecn_kmin) + 8 <= 192);
 }
 
 /// A simulation of a spec (leaf-spine with RLB, scripted flows) whose state the test can

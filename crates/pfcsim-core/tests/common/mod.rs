@@ -6,8 +6,9 @@
 #![allow(dead_code)]
 
 use pfcsim_core::run::run_scenario;
-use pfcsim_core::sim::{FlowSpec, RunOutput};
+use pfcsim_core::sim::RunOutput;
 use pfcsim_core::spec::{Scenario, Spec};
+use pfcsim_core::traffic::FlowSpec;
 use pfcsim_core::units::Time;
 use std::ops::ControlFlow;
 use std::path::Path;

@@ -1,0 +1,224 @@
+//! A port: one end of a full-duplex link and its egress, with the priority queues, the PFC
+//! pause state and the counters that every hop of a packet touches.
+//!
+//! The simulation (`crate::sim`) owns the ports and drives them; load balancers and the MMU
+//! only read them (through [`PortState`]'s accessors) or size by [`N_PRIO`].
+
+use crate::metrics::PortRecord;
+use crate::packet::{Packet, PacketArena, PacketId};
+use crate::units::{Rate, Time};
+use std::collections::VecDeque;
+
+/// Number of PFC priority classes (queues per port).
+pub const N_PRIO: usize = 8;
+/// The priority of the strict-priority control queue.
+pub const CONTROL_PRIO: u8 = 0;
+
+/// One priority queue of an egress port, with everything an enqueue or dequeue touches.
+#[derive(Default)]
+pub(crate) struct PrioQueue {
+    pub(crate) packets: VecDeque<PacketId>,
+    pub(crate) bytes: u64,
+    /// Total time this priority has been paused, up to `paused_since` of a current pause.
+    pub(crate) pause_clock: u64,
+    /// `pause_clock` in (wrapping) nanoseconds, as packets carry it: kept so that the
+    /// division is done once per pause, not at every enqueue and dequeue.
+    pub(crate) pause_clock_ns: u32,
+    pub(crate) paused_since: Time,
+}
+
+/// Read-only view of a port, also handed to load balancers.
+///
+/// The fields a packet's hop touches come first, packed into the first three cache lines
+/// (checked by a test): a hop then touches few lines of its port.
+#[repr(C)]
+pub struct PortState {
+    // Line 1: the serializer and the queue totals.
+    /// The serializer is busy until this time (the last packet started ends then).
+    pub(crate) busy_until: Time,
+    /// Time of the pending `TxDone` wake-up (`Time::MAX`: none). A `TxDone` at another time
+    /// is stale and ignored.
+    pub(crate) wake_at: Time,
+    pub(crate) total_queue_bytes: u64,
+    /// Time of the last change of `total_queue_bytes`.
+    pub(crate) queue_changed: Time,
+    pub(crate) rate: Rate,
+    pub(crate) delay: Time,
+    pub(crate) tx_packets: u64,
+    pub(crate) tx_bytes: u64,
+    // Line 2: the wire and the PFC frames.
+    pub(crate) in_flight: VecDeque<(Time, PacketId)>,
+    /// PFC frames waiting to go out; they go before anything else.
+    pub(crate) pfc_out: VecDeque<PacketId>,
+    // Line 3: who is at either end, the scheduler's bits, the queue statistics.
+    /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
+    pub(crate) queue_integral: u128,
+    /// The node owning this port, and the node at the far end of the link.
+    pub(crate) owner: NodeRef,
+    pub(crate) peer_ref: NodeRef,
+    pub(crate) node: u32,
+    pub(crate) peer: u32,
+    /// Bit `q` set: the queue of priority `q` is not empty.
+    pub(crate) nonempty: u8,
+    /// Bit `q` set: priority `q` of this egress is paused by the peer.
+    pub(crate) paused: u8,
+    /// Data priority the round-robin tries first.
+    pub(crate) rr_next: u8,
+    pub(crate) peak_queue_bytes: u64,
+    /// RED parameters of this egress: marking starts above `ecn_kmin` bytes (u64::MAX: off).
+    pub(crate) ecn_kmin: u64,
+    pub(crate) ecn_kmax: u64,
+    pub(crate) ecn_pmax: f64,
+    pub(crate) prio: [PrioQueue; N_PRIO],
+    pub(crate) paused_any_since: Time,
+    pub(crate) peer_node: u32,
+    /// The counters not kept above.
+    pub(crate) rec: PortRecord,
+}
+
+impl PortState {
+    /// Bytes waiting in the egress queue of priority `prio`.
+    pub fn queue_bytes(&self, prio: u8) -> u64 {
+        self.prio[prio as usize].bytes
+    }
+    /// Bytes waiting in all egress queues.
+    pub fn total_queue_bytes(&self) -> u64 {
+        self.total_queue_bytes
+    }
+    /// Whether the peer has paused priority `prio` of this egress.
+    pub fn is_paused(&self, prio: u8) -> bool {
+        self.paused & (1 << prio) != 0
+    }
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+    pub fn delay(&self) -> Time {
+        self.delay
+    }
+    /// Node id at the far end of the link.
+    pub fn peer_node(&self) -> u32 {
+        self.peer_node
+    }
+
+    /// Sets the bytes waiting in this egress (unit tests of schemes that read queue lengths).
+    #[cfg(test)]
+    pub(crate) fn set_test_queue_bytes(&mut self, bytes: u64) {
+        self.total_queue_bytes = bytes;
+    }
+
+    /// `n` idle ports of one switch (node 0) with links of `rate_bps` and `delay`, the port
+    /// `i` leading to node `100 + i`: views for unit tests of schemes.
+    #[cfg(test)]
+    pub(crate) fn test_ports(n: usize, rate_bps: u64, delay: Time) -> Vec<PortState> {
+        (0..n)
+            .map(|i| PortState {
+                owner: NodeRef::Switch(0),
+                peer_ref: NodeRef::Switch(1),
+                node: 0,
+                peer: 0,
+                peer_node: 100 + i as u32,
+                rate: Rate(rate_bps),
+                delay,
+                prio: Default::default(),
+                tx_packets: 0,
+                tx_bytes: 0,
+                peak_queue_bytes: 0,
+                pfc_out: VecDeque::new(),
+                total_queue_bytes: 0,
+                busy_until: Time::ZERO,
+                wake_at: Time::MAX,
+                rr_next: 1,
+                paused: 0,
+                nonempty: 0,
+                paused_any_since: Time::ZERO,
+                queue_integral: 0,
+                queue_changed: Time::ZERO,
+                in_flight: VecDeque::new(),
+                ecn_kmin: u64::MAX,
+                ecn_kmax: u64::MAX,
+                ecn_pmax: 0.0,
+                rec: PortRecord::default(),
+            })
+            .collect()
+    }
+
+    /// Total time priority `prio` has been paused up to `now`.
+    #[inline]
+    pub(crate) fn pause_clock(&self, prio: u8, now: Time) -> u64 {
+        let q = &self.prio[prio as usize];
+        if self.is_paused(prio) {
+            q.pause_clock + (now - q.paused_since).ps()
+        } else {
+            q.pause_clock
+        }
+    }
+
+    /// Accounts the queue occupancy since its last change, up to `now`.
+    #[inline]
+    pub(crate) fn integrate_queue(&mut self, now: Time) {
+        self.queue_integral +=
+            self.total_queue_bytes as u128 * (now - self.queue_changed).ps() as u128;
+        self.queue_changed = now;
+    }
+
+    /// The pause clock in (wrapping) nanoseconds, as packets carry it.
+    #[inline]
+    pub(crate) fn pause_clock_ns(&self, prio: u8, now: Time) -> u32 {
+        if self.is_paused(prio) {
+            (self.pause_clock(prio, now) / 1_000) as u32
+        } else {
+            self.prio[prio as usize].pause_clock_ns
+        }
+    }
+
+    #[inline]
+    pub(crate) fn enqueue(&mut self, prio: u8, pid: PacketId, pkt: &mut Packet, now: Time) {
+        self.integrate_queue(now);
+        pkt.pause_mark = self.pause_clock_ns(prio, now);
+        let q = &mut self.prio[prio as usize];
+        q.packets.push_back(pid);
+        q.bytes += pkt.wire_bytes as u64;
+        self.nonempty |= 1 << prio;
+        self.total_queue_bytes += pkt.wire_bytes as u64;
+        self.peak_queue_bytes = self.peak_queue_bytes.max(self.total_queue_bytes);
+    }
+
+    /// Removes the head of queue `prio`, charging its PFC wait to the packet.
+    #[inline]
+    pub(crate) fn dequeue(&mut self, prio: u8, arena: &mut PacketArena, now: Time) -> PacketId {
+        self.integrate_queue(now);
+        let q = &mut self.prio[prio as usize];
+        let pid = q
+            .packets
+            .pop_front()
+            .expect("dequeue from a non-empty queue");
+        let pkt = arena.get_mut(pid);
+        q.bytes -= pkt.wire_bytes as u64;
+        if q.packets.is_empty() {
+            self.nonempty &= !(1 << prio);
+        }
+        self.total_queue_bytes -= pkt.wire_bytes as u64;
+        let waited = self.pause_clock_ns(prio, now).wrapping_sub(pkt.pause_mark);
+        pkt.pfc_wait_ns = pkt.pfc_wait_ns.saturating_add(waited);
+        pid
+    }
+}
+
+/// Which node a node id is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeRef {
+    Host(u32),
+    Switch(u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PortState;
+
+    #[test]
+    fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {
+        assert_eq!(std::mem::offset_of!(PortState, in_flight), 64);
+        assert_eq!(std::mem::offset_of!(PortState, queue_integral), 128);
+        assert!(std::mem::offset_of!(PortState, ecn_kmin) + 8 <= 192);
+    }
+}

@@ -1,0 +1,137 @@
+//! The event loop: the events of a run, the stop rule, and the dispatch of each event to its
+//! handler (in `links.rs`, `switch.rs`, `host.rs` and the other parts of the simulation).
+//!
+//! Every event popped is folded into the run fingerprint with its time and [`Event::code`].
+
+use super::{RunOutput, Simulation};
+use crate::packet::PacketId;
+use crate::units::Time;
+use std::ops::ControlFlow;
+
+/// What can happen in a run; see the module doc of `sim` for the discipline.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Event {
+    /// `port`'s serializer frees up and the port has something waiting.
+    TxDone(u32),
+    /// The head of `port`'s in-flight FIFO, packet `pid`, reaches the peer. (The packet is
+    /// named so that it can be fetched from memory at once, while the port is.)
+    Arrival { port: u32, pid: PacketId },
+    /// A host NIC's pacing wake-up.
+    NicWake(u32),
+    /// The next flow of the (start-ordered) flow table starts.
+    FlowStart,
+    /// A host's retransmission timer (it checks the deadlines of the host's flows).
+    Rto(u32),
+    /// A flow's DCQCN decrease check.
+    DcqcnDecrease(u32),
+    /// A load balancer's timer on a switch.
+    LbTimer(u32, u64),
+    /// Fault `i` of the run's fault plan starts.
+    Fault(u32),
+    /// Routing has reconverged after the link failure of fault `i`.
+    Reconverge(u32),
+    /// A host-side load balancer's timer on host `h` (host index).
+    HostLbTimer(u32, u64),
+    /// The resequencing timer of flow `f` at its receiver.
+    ReseqTimeout(u32),
+}
+
+impl Event {
+    /// A compact code for the run fingerprint.
+    fn code(self) -> u64 {
+        match self {
+            Event::TxDone(p) => 1 << 60 | p as u64,
+            Event::Arrival { port, .. } => 2 << 60 | port as u64,
+            Event::NicWake(h) => 3 << 60 | h as u64,
+            Event::FlowStart => 4 << 60,
+            Event::Rto(h) => 5 << 60 | h as u64,
+            Event::DcqcnDecrease(f) => 6 << 60 | f as u64,
+            Event::LbTimer(s, t) => 7 << 60 | (s as u64) << 40 ^ t,
+            Event::Fault(i) => 8 << 60 | i as u64,
+            Event::Reconverge(i) => 9 << 60 | i as u64,
+            Event::HostLbTimer(h, t) => 10 << 60 | (h as u64) << 40 ^ t,
+            Event::ReseqTimeout(f) => 11 << 60 | f as u64,
+        }
+    }
+}
+
+/// When to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopRule {
+    /// Stop at this simulated time at the latest.
+    pub at: Time,
+    /// Stop as soon as every flow has finished (otherwise: run until no event is left, which
+    /// drains the network).
+    pub when_flows_done: bool,
+}
+
+impl Simulation {
+    /// Runs to the stop rule.
+    pub fn run_to_end(self) -> RunOutput {
+        self.run(&mut |_| ControlFlow::Continue(()))
+    }
+
+    /// Runs to the stop rule; `progress(now)` is called every 2^18 events and at the end. If
+    /// it returns `Break`, the run stops there and its output is marked `interrupted`.
+    pub fn run(mut self, progress: &mut dyn FnMut(Time) -> ControlFlow<()>) -> RunOutput {
+        let wall = std::time::Instant::now();
+        let mut interrupted = false;
+
+        while let Some((t, ev)) = self.events.pop() {
+            if t > self.stop.at {
+                self.now = self.stop.at;
+                break;
+            }
+            self.now = t;
+            self.events_done += 1;
+            self.fingerprint.add(t, ev.code());
+            self.handle(ev);
+            if self.events_done & ((1 << 18) - 1) == 0 && progress(self.now).is_break() {
+                interrupted = true;
+                break;
+            }
+            if self.stop.when_flows_done && self.all_finished {
+                break;
+            }
+        }
+        if !interrupted {
+            interrupted = progress(self.now).is_break();
+        }
+        let mut out = self.finish(wall.elapsed().as_secs_f64());
+        out.interrupted = interrupted;
+        out
+    }
+
+    /// Runs the next event (tests that watch the state between events); `None` when no
+    /// event is left.
+    #[cfg(test)]
+    pub(crate) fn step(&mut self) -> Option<Time> {
+        let (t, ev) = self.events.pop()?;
+        if t > self.stop.at {
+            self.now = self.stop.at;
+            return None;
+        }
+        self.now = t;
+        self.events_done += 1;
+        self.fingerprint.add(t, ev.code());
+        self.handle(ev);
+        Some(t)
+    }
+
+    /// Runs one event.
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::TxDone(p) => self.tx_done(p),
+            Event::Arrival { port, pid } => self.arrival(port, pid),
+            Event::NicWake(h) => self.nic_wake(h),
+            Event::FlowStart => self.flow_start(),
+            Event::Rto(h) => self.rto_fired(h),
+            Event::DcqcnDecrease(f) => self.dcqcn_decrease(f),
+            Event::LbTimer(s, token) => self.lb_timer(s, token),
+            Event::Fault(i) => self.fault_starts(i),
+            Event::Reconverge(i) => self.reconverge(i),
+            Event::HostLbTimer(h, token) => self.host_lb_timer(h, token),
+            Event::ReseqTimeout(f) => self.reseq_timeout(f),
+        }
+    }
+}

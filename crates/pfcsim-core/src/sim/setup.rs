@@ -1,0 +1,287 @@
+//! Building a [`Simulation`]: ports from the topology's links, switches and hosts, the flow
+//! table (checked, sorted by start time, with each flow's ideal FCT), and the optional parts
+//! of the load-balancing scheme.
+
+use super::host::{ideal_fct, FlowState, Host};
+use super::switch::{Switch, SwitchConfig};
+use super::{faults, hold, host_lb, reseq, Event, FabricConfig, SetupError, Simulation, StopRule};
+use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
+use crate::metrics::{OodHistogram, PortRecord};
+use crate::mmu::{auto_headroom, Mmu, Threshold};
+use crate::packet::PacketArena;
+use crate::port::{NodeRef, PortState, CONTROL_PRIO, N_PRIO};
+use crate::topology::Topology;
+use crate::traffic::{describe_hosts, FlowSpec};
+use crate::units::{Rate, Time};
+use std::collections::VecDeque;
+
+impl Simulation {
+    /// Builds the simulation. Flows may be given in any order; they are sorted by start time
+    /// (ties keep their given order) and numbered in that order.
+    pub fn new(
+        topo: &Topology,
+        cfg: FabricConfig,
+        mut flows: Vec<FlowSpec>,
+        seed: u64,
+        stop: StopRule,
+    ) -> Result<Simulation, SetupError> {
+        let n = topo.nodes();
+        let mut host_index = vec![u32::MAX; n];
+        let mut node_ref = Vec::with_capacity(n);
+        let (mut n_sw, mut n_host) = (0u32, 0u32);
+        for (node, &sw) in topo.is_switch.iter().enumerate() {
+            if sw {
+                node_ref.push(NodeRef::Switch(n_sw));
+                n_sw += 1;
+            } else {
+                host_index[node] = n_host;
+                node_ref.push(NodeRef::Host(n_host));
+                n_host += 1;
+            }
+        }
+
+        // Ports: contiguous per node, in link order.
+        let adj = topo.adjacency();
+        let mut first_port = vec![0u32; n + 1];
+        for node in 0..n {
+            first_port[node + 1] = first_port[node] + adj[node].len() as u32;
+        }
+        let mut ports = Vec::with_capacity(first_port[n] as usize);
+        for (node, neighbours) in adj.iter().enumerate() {
+            for (local, &(peer_node, link)) in neighbours.iter().enumerate() {
+                let l = &topo.links[link];
+                // The peer's port for this link: its position in the peer's adjacency (for a
+                // loopback link, which appears twice in its switch's list, the other one).
+                let peer_local = adj[peer_node as usize]
+                    .iter()
+                    .enumerate()
+                    .position(|(i, &(_, li))| {
+                        li == link && (peer_node as usize != node || i != local)
+                    })
+                    .expect("links appear at both ends");
+                let is_switch = topo.is_switch[node];
+                let (ecn_kmin, ecn_kmax, ecn_pmax) = cfg.switch.ecn.red_for(l.rate);
+                ports.push(PortState {
+                    owner: node_ref[node],
+                    peer_ref: node_ref[peer_node as usize],
+                    node: node as u32,
+                    peer: first_port[peer_node as usize] + peer_local as u32,
+                    peer_node,
+                    rate: l.rate,
+                    delay: l.delay,
+                    prio: Default::default(),
+                    tx_packets: 0,
+                    tx_bytes: 0,
+                    peak_queue_bytes: 0,
+                    pfc_out: VecDeque::new(),
+                    total_queue_bytes: 0,
+                    busy_until: Time::ZERO,
+                    wake_at: Time::MAX,
+                    rr_next: 1,
+                    paused: 0,
+                    nonempty: 0,
+                    paused_any_since: Time::ZERO,
+                    queue_integral: 0,
+                    queue_changed: Time::ZERO,
+                    in_flight: VecDeque::new(),
+                    ecn_kmin,
+                    ecn_kmax,
+                    ecn_pmax,
+                    rec: PortRecord {
+                        node: node as u32,
+                        port: local as u16,
+                        peer: peer_node,
+                        is_switch,
+                        rate_bps: l.rate.bps(),
+                        delay_ps: l.delay.ps(),
+                        ..Default::default()
+                    },
+                });
+            }
+        }
+
+        // Hop distance from every node to every host, computed once for routing and ideal FCTs.
+        let to_host: Vec<Vec<u32>> = topo
+            .hosts
+            .iter()
+            .map(|&h| topo.hop_distances_with(&adj, h))
+            .collect();
+        let mut switches = Vec::with_capacity(n_sw as usize);
+        let mut hosts = Vec::with_capacity(n_host as usize);
+        for node in 0..n {
+            let range = first_port[node]..first_port[node + 1];
+            match node_ref[node] {
+                NodeRef::Switch(_) => {
+                    let sw = Switch::new(node as u32, range, &adj, &to_host, &ports, &cfg, seed)?;
+                    switches.push(sw);
+                }
+                NodeRef::Host(_) => hosts.push(Host::new(node as u32, range.start)),
+            }
+        }
+
+        // Flows, sorted by start time.
+        for (index, f) in flows.iter().enumerate() {
+            for (what, node) in [("source", f.src), ("destination", f.dst)] {
+                if node as usize >= n || topo.is_switch[node as usize] {
+                    return Err(SetupError::NotAHost {
+                        index,
+                        what,
+                        node,
+                        hosts: describe_hosts(&topo.hosts),
+                    });
+                }
+            }
+            if f.src == f.dst {
+                return Err(SetupError::SelfFlow { index, node: f.src });
+            }
+            if f.size == 0 {
+                return Err(SetupError::EmptyFlow { index });
+            }
+            if f.priority == CONTROL_PRIO || f.priority as usize >= N_PRIO {
+                return Err(SetupError::BadPriority {
+                    index,
+                    priority: f.priority,
+                });
+            }
+        }
+        flows.sort_by_key(|f| f.start);
+        let flows: Vec<FlowState> = flows
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let dist = &to_host[host_index[f.dst as usize] as usize];
+                let path = representative_path(topo, &adj, dist, f.src, f.dst);
+                let ideal = ideal_fct(f.size, &path, &cfg.nic);
+                let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate;
+                FlowState::new(i as u32, f, ideal, line, &cfg.cc)
+            })
+            .collect();
+
+        let mut sim = Simulation {
+            now: Time::ZERO,
+            events: EventQueue::default(),
+            fingerprint: Fingerprint::default(),
+            events_done: 0,
+            arena: PacketArena::with_scheme_words(cfg.lb.capabilities().scheme_word),
+            ports,
+            host_index,
+            switches,
+            hosts,
+            flows,
+            next_flow: 0,
+            flows_finished: 0,
+            all_finished: false,
+            cfg,
+            stop,
+            measure_from: Time::ZERO,
+            bytes_offered: 0,
+            bytes_delivered: 0,
+            data_packets_delivered: 0,
+            payload_sent: 0,
+            payload_discarded: 0,
+            payload_dropped: 0,
+            ood: OodHistogram::default(),
+            drops: 0,
+            lb_actions: Vec::new(),
+            seed,
+            faults: faults::FaultState::default(),
+            held: None,
+            host_side: None,
+            reseq: None,
+        };
+        let n_flows = sim.flows.len();
+        let lb_caps = sim.cfg.lb.capabilities();
+        if lb_caps.hosts {
+            let host_nodes: Vec<u32> = sim.hosts.iter().map(|h| h.node).collect();
+            sim.host_side = host_lb::HostSide::new(
+                &sim.cfg.lb,
+                n_flows,
+                &sim.switches,
+                &sim.ports,
+                &host_nodes,
+                n,
+                seed,
+                &sim.cfg.nic,
+            )
+            .map(Box::new);
+        }
+        if let Some(rule) = sim.cfg.lb.scheme().resequencing() {
+            sim.reseq = Some(Box::new(reseq::Resequencer::new(rule, n_flows)));
+        }
+        let per_port = lb_caps.reorder_queues_per_port;
+        if per_port > 0 {
+            let host = |p: &PortState| sim.host_index[p.peer_node as usize] != u32::MAX;
+            let leads = sim.ports.iter().map(|p| p.rec.is_switch && host(p));
+            sim.held = Some(Box::new(hold::HeldQueues::new(per_port, leads)));
+        }
+        if let Some(f) = sim.flows.first() {
+            sim.measure_from = f.spec.start;
+            sim.events.schedule(f.spec.start, Event::FlowStart);
+        }
+        sim.lb_start();
+        sim.host_lb_start();
+        Ok(sim)
+    }
+}
+
+/// The links (rate, delay) of the unloaded reference path from `src` to `dst`: a shortest
+/// path that, at every hop, takes the fastest equal-cost link (first one on ties).
+fn representative_path(
+    topo: &Topology,
+    adj: &[Vec<(u32, usize)>],
+    dist: &[u32],
+    src: u32,
+    dst: u32,
+) -> Vec<(Rate, Time)> {
+    let mut path = Vec::new();
+    let mut at = src;
+    while at != dst {
+        let (next, link) = adj[at as usize]
+            .iter()
+            .filter(|&&(y, _)| dist[y as usize] + 1 == dist[at as usize])
+            .max_by_key(|&&(_, li)| (topo.links[li].rate, std::cmp::Reverse(li)))
+            .copied()
+            .expect("connected topology");
+        path.push((topo.links[link].rate, topo.links[link].delay));
+        at = next;
+    }
+    path
+}
+
+/// The RNG stream of a switch's load balancer.
+pub(super) fn switch_rng(seed: u64, node: u32) -> Rng {
+    rng_stream(seed, StreamKind::Switch, node as u64)
+}
+
+/// The RNG stream of a switch's ECN marking, separate from the load balancer's so that two
+/// schemes compared on the same seed see the same marking draws (common random numbers).
+pub(super) fn ecn_rng(seed: u64, node: u32) -> Rng {
+    rng_stream(seed, StreamKind::Ecn, node as u64)
+}
+
+/// The MMU of a switch with these ports.
+pub(super) fn build_mmu(cfg: &SwitchConfig, ports: &[PortState], mtu_wire: u64) -> Mmu {
+    let headroom = ports
+        .iter()
+        .map(|p| {
+            cfg.pfc
+                .headroom
+                .map(|b| b.0)
+                .unwrap_or_else(|| auto_headroom(p.rate, p.delay, mtu_wire))
+        })
+        .collect();
+    let threshold = match cfg.pfc.static_threshold {
+        Some(b) => Threshold::Static { bytes: b.0 },
+        None => Threshold::Dynamic {
+            alpha: cfg.pfc.alpha,
+        },
+    };
+    Mmu::new(
+        cfg.buffer.0,
+        cfg.pfc.reserve.0,
+        cfg.pfc.resume_offset.0,
+        threshold,
+        cfg.pfc.enabled,
+        headroom,
+    )
+}
