@@ -1,4 +1,4 @@
-"""Shared specs of the Python tests: a tiny leaf-spine fabric with about 1 ms of traffic."""
+"""Shared specs of the Python tests: the canonical tiny spec `tests/data/tiny.toml`."""
 
 import tomllib
 from pathlib import Path
@@ -6,24 +6,12 @@ from typing import Any
 
 import pytest
 
-#: 2 leaves x 2 spines, 2 hosts per leaf, web-search flows at 30% load for 1 ms (14 flows).
-TINY_TOML = """\
-name = "tiny"
-
-[topology]
-kind = "leaf_spine"
-leaves = 2
-spines = 2
-hosts_per_leaf = 2
-host_link = { rate = "100Gbps", delay = "1us" }
-fabric_link = { rate = "100Gbps", delay = "1us" }
-
-[[traffic]]
-kind = "poisson"
-cdf = "web_search"
-load = 0.3
-duration = "1ms"
-"""
+#: The canonical tiny spec, shared with the Rust integration tests: 2 leaves x 2 spines,
+#: 2 hosts per leaf, web-search flows at 30% load for 1 ms (14 flows). Tests derive variants
+#: from it by overriding keys (and some bad specs by editing its text, whose line numbers
+#: their expected messages give).
+TINY_PATH = Path(__file__).resolve().parents[1] / "data" / "tiny.toml"
+TINY_TOML = TINY_PATH.read_text()
 
 
 @pytest.fixture

@@ -2,14 +2,13 @@
 //! determinism, and the errors of a bad `[lb]` table. Each test fails if the mechanism it
 //! names is removed (see `docs/schemes/rlb.md`).
 
-mod common;
-
+use crate::testing::{self, assert_recovered, poisson};
 use pfcsim_core::metrics::RunStats;
 use pfcsim_core::sim::RunOutput;
 use pfcsim_core::spec::Spec;
 
 /// The loopback link of every switch.
-const LOOPBACK: &str = r#"
+pub const LOOPBACK: &str = r#"
     [switch.loopback]
     rate = "100Gbps"
     delay = "100ns"
@@ -18,17 +17,17 @@ const LOOPBACK: &str = r#"
 /// 3 leaves x 3 spines x 2 hosts (hosts 0-5, leaves 6-8, spines 9-11), 100 Gbps and 1 us
 /// links, line-rate senders, loopbacks of 100 Gbps and 100 ns; `lb` is the `[lb]` table's
 /// body and `extra` the rest.
-fn spec(lb: &str, extra: &str) -> String {
+pub fn spec(lb: &str, extra: &str) -> String {
     let rest = format!("{extra}\n{LOOPBACK}\n[lb]\n{lb}\n");
-    common::leaf_spine(5, (3, 3, 2), "stop_when_done = false", &rest)
+    testing::leaf_spine_spec(5, (3, 3, 2), "stop_when_done = false", &rest)
 }
 
 fn run(text: &str) -> RunOutput {
-    common::run_text(text, "rlb.toml")
+    testing::run_text(text, "rlb.toml")
 }
 
 fn error(text: &str) -> String {
-    common::spec_error(text, "rlb.toml")
+    testing::spec_error(text, "rlb.toml")
 }
 
 /// Host 4 floods spine 10's link to leaf 7 on a pinned path while host 0 sprays 3 MB to
@@ -45,16 +44,12 @@ const CROSS: &str = r#"
 
 /// Every flow finished, every byte offered delivered, no buffer drop, buffers empty.
 fn assert_conserved(out: &RunOutput) {
-    let s = &out.stats;
-    assert_eq!(s.flows_finished, s.flows_total, "every flow finishes");
-    assert_eq!(s.bytes_delivered, s.bytes_offered);
-    assert_eq!(s.drops_buffer, 0, "PFC on: no buffer drops");
-    assert_eq!(out.buffered_bytes, 0, "buffers drain");
+    assert_recovered(out);
     assert_eq!(out.live_packets, 0, "no packet left behind");
 }
 
 /// Spine 11's links to leaves 6 and 7 are 20 us long: its path's RTT is far above the others'.
-const SLOW_SPINE: &str = r#"
+pub const SLOW_SPINE: &str = r#"
     [[topology.overrides]]
     leaf = 0
     spine = 2
@@ -68,7 +63,7 @@ const SLOW_SPINE: &str = r#"
 /// Two flows pinned to spine 10 towards leaf 7 (from leaves 6 and 8) overload its link to
 /// leaf 7; spine 10 warns both leaves. RLB's p is the pinned spine 10, and its p_s the next
 /// uplink in port order, spine 11.
-const PINNED: &str = r#"
+pub const PINNED: &str = r#"
     [[traffic]]
     kind = "scripted"
     flows = [
@@ -185,12 +180,8 @@ fn a_pinned_path_is_rlbs_input_and_is_overridden_only_on_a_warning() {
     );
 }
 
-const POISSON: &str = r#"
-    [[traffic]]
-    kind = "poisson"
-    cdf = "web_search"
-    load = 0.7
-    duration = "200us"
+/// Two rounds of a 4-to-1 incast into host 2, beside the Poisson traffic of [`loaded`].
+const INCAST: &str = r#"
     [[traffic]]
     kind = "incast"
     receiver = 2
@@ -201,12 +192,18 @@ const POISSON: &str = r#"
     repeat = 2
 "#;
 
+/// The tiny spec's web-search traffic at 70% load for 200 us, then [`INCAST`].
+fn loaded() -> String {
+    format!("{}{INCAST}", poisson(0.7, "200us"))
+}
+
 /// Conservation and determinism. Checked to fail when warnings never end (no clearing CNM
 /// sent, or clearing CNMs ignored) and without the refusal of a recirculation that would
 /// fill the loopback's ingress up to its XOFF threshold.
 #[test]
 fn rlb_conserves_bytes_and_is_deterministic_over_every_inner_scheme() {
-    let base = run(&spec("scheme = \"drill\"", POISSON));
+    let traffic = loaded();
+    let base = run(&spec("scheme = \"drill\"", &traffic));
     assert_conserved(&base);
     for inner in [
         "ecmp", "rps", "drb", "letflow", "drill", "conga", "hula", "conweave", "presto", "hermes",
@@ -215,10 +212,10 @@ fn rlb_conserves_bytes_and_is_deterministic_over_every_inner_scheme() {
             let lb = format!(
                 "scheme = \"rlb\"\nadaptive = {adaptive}\n[lb.inner]\nscheme = \"{inner}\""
             );
-            let a = run(&spec(&lb, POISSON));
+            let a = run(&spec(&lb, &traffic));
             assert_conserved(&a);
             assert_eq!(a.stats.bytes_offered, base.stats.bytes_offered, "{inner}");
-            let b = run(&spec(&lb, POISSON));
+            let b = run(&spec(&lb, &traffic));
             assert_eq!(
                 a.stats.fingerprint, b.stats.fingerprint,
                 "{inner}: same seed, same run"

@@ -1,12 +1,12 @@
 //! ConWeave behaviour: rerouting at the source ToR, in-order delivery restored at the
 //! destination ToR in bounded, physical reorder queues.
 
-mod common;
-
-use common::flow;
+use crate::testing::{
+    self, assert_lossless_and_conserved, flow, node_sum, sum_flows as sum, with_lb,
+};
 
 use pfcsim_core::lb::{ConWeaveConfig, LbConfig, RpsConfig};
-use pfcsim_core::sim::{FabricConfig, RunOutput, Simulation, StopRule};
+use pfcsim_core::sim::RunOutput;
 use pfcsim_core::topology::{LeafSpine, Topology};
 use pfcsim_core::traffic::FlowSpec;
 use pfcsim_core::units::{Rate, Time};
@@ -19,18 +19,9 @@ fn degraded(slow: Rate) -> Topology {
     Topology::leaf_spine(&p)
 }
 
+/// Runs with the scheme `lb` (and DCQCN) until the network drains.
 fn drain(topo: &Topology, lb: LbConfig, flows: Vec<FlowSpec>, seed: u64) -> RunOutput {
-    let cfg = FabricConfig {
-        lb,
-        ..Default::default()
-    };
-    let stop = StopRule {
-        at: Time::from_ms(1000),
-        when_flows_done: false,
-    };
-    Simulation::new(topo, cfg, flows, seed, stop)
-        .unwrap()
-        .run_to_end()
+    testing::drain(topo, with_lb(lb), flows, seed)
 }
 
 /// Eight 1 MB flows from leaf 16 to leaf 17, a few microseconds apart.
@@ -38,10 +29,6 @@ fn cross_flows() -> Vec<FlowSpec> {
     (0..8)
         .map(|i| flow(i, 8 + i, 1_000_000, Time::from_ns(1_300 * i as u64)))
         .collect()
-}
-
-fn sum(out: &RunOutput, f: fn(&pfcsim_core::metrics::FlowRecord) -> u64) -> u64 {
-    out.flows.iter().map(f).sum()
 }
 
 fn report(name: &str, out: &RunOutput) {
@@ -64,17 +51,7 @@ fn report(name: &str, out: &RunOutput) {
 
 /// Every invariant of a drained lossless run, plus empty reorder queues.
 fn assert_drained(out: &RunOutput) {
-    let s = &out.stats;
-    assert_eq!(s.packets_dropped, 0, "PFC on: nothing may be dropped");
-    assert_eq!(s.flows_finished, s.flows_total, "every flow finishes");
-    let total: u64 = out.flows.iter().map(|f| f.size_bytes).sum();
-    assert_eq!(s.bytes_delivered, total, "every byte delivered once");
-    assert_eq!(
-        s.payload_sent,
-        s.bytes_delivered + s.payload_dropped + s.payload_discarded
-    );
-    assert_eq!(out.buffered_bytes, 0, "switch buffers are empty at the end");
-    assert_eq!(out.live_packets, 0, "no packet is left anywhere");
+    assert_lossless_and_conserved(out);
     assert_eq!(out.held_packets, 0, "no packet is left in a reorder queue");
 }
 
@@ -124,12 +101,7 @@ fn conweave_reroutes_flows_off_a_slow_path() {
     );
     assert!(sum(&cw, |f| f.path_changes as u64) > 0);
     // RTT requests, replies and clears are real messages: leaf 17 sends them to leaf 16.
-    let from_leaf17: u64 = cw
-        .ports
-        .iter()
-        .filter(|p| p.node == 17)
-        .map(|p| p.lb_messages_sent)
-        .sum();
+    let from_leaf17 = node_sum(&cw, 17, |p| p.lb_messages_sent);
     assert!(
         from_leaf17 > 0,
         "the destination ToR answers over the fabric"

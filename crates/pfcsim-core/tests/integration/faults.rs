@@ -1,43 +1,30 @@
 //! Faults: each test fails if the fault it names is not applied, or if the transport does not
 //! recover from the losses it causes.
 
-mod common;
-
-use common::retransmitted;
+use crate::testing::{self, assert_recovered, node_sum, poisson, retransmitted};
 use pfcsim_core::sim::RunOutput;
 
 /// 4 leaves x 4 spines x 4 hosts (hosts 0-15, leaves 16-19, spines 20-23), 100 Gbps and
 /// 1 us links, PFC on, line-rate senders, drained to the end; then `extra`.
 fn run(extra: &str) -> RunOutput {
-    let text = common::leaf_spine(3, (4, 4, 4), "stop_when_done = false", extra);
-    common::run_text(&text, "faults.toml")
+    let text = testing::leaf_spine_spec(3, (4, 4, 4), "stop_when_done = false", extra);
+    testing::run_text(&text, "faults.toml")
 }
 
-const POISSON: &str = r#"
-    [[traffic]]
-    kind = "poisson"
-    cdf = "web_search"
-    load = 0.5
-    duration = "300us"
-"#;
-
-/// Every flow finished and every byte offered was delivered; nothing is left in buffers.
-fn assert_recovered(out: &RunOutput) {
-    let s = &out.stats;
-    assert_eq!(s.flows_finished, s.flows_total, "every flow finishes");
-    assert_eq!(s.bytes_delivered, s.bytes_offered);
-    assert_eq!(out.buffered_bytes, 0, "buffers drain");
-    assert_eq!(s.drops_buffer, 0, "PFC on: no buffer drops");
+/// The tiny spec's web-search traffic at 50% load for 300 us.
+fn poisson_traffic() -> String {
+    poisson(0.5, "300us")
 }
 
 #[test]
 fn silent_drops_at_a_spine_are_counted_and_recovered_from() {
-    let healthy = run(POISSON);
+    let healthy = run(&poisson_traffic());
     assert_eq!(healthy.stats.packets_dropped, 0);
     assert_eq!(retransmitted(&healthy), 0);
 
     let faulty = run(&format!(
-        "{POISSON}\n[[faults]]\nkind = \"silent_drop\"\nswitch = \"spine:1\"\nprobability = 0.0035\n"
+        "{}\n[[faults]]\nkind = \"silent_drop\"\nswitch = \"spine:1\"\nprobability = 0.0035\n",
+        poisson_traffic()
     ));
     let s = &faulty.stats;
     assert!(s.drops_silent > 0, "the spine drops packets");
@@ -48,18 +35,13 @@ fn silent_drops_at_a_spine_are_counted_and_recovered_from() {
     );
     assert_recovered(&faulty);
     // The drops are counted where they happen: ingress ports of spine 1 (node 21).
-    let at_spine: u64 = faulty
-        .ports
-        .iter()
-        .filter(|p| p.node == 21)
-        .map(|p| p.fault_drops)
-        .sum();
+    let at_spine = node_sum(&faulty, 21, |p| p.fault_drops);
     assert_eq!(at_spine, s.drops_silent);
 }
 
 #[test]
 fn silent_drops_only_from_chosen_neighbours() {
-    let longer = POISSON.replace("300us", "1ms");
+    let longer = poisson(0.5, "1ms");
     let out = run(&format!(
         "{longer}\n[[faults]]\nkind = \"silent_drop\"\nswitch = \"spine:1\"\nprobability = 0.05\nfrom = [\"leaf:2\"]\n"
     ));
@@ -100,7 +82,7 @@ fn a_black_hole_drops_only_its_pairs_and_the_flow_still_completes() {
 #[test]
 fn a_link_down_from_the_start_carries_nothing_and_costs_nothing() {
     // Take down the uplink of leaf 0 (node 16) that carries the most without the fault.
-    let healthy = run(POISSON);
+    let healthy = run(&poisson_traffic());
     let busiest = healthy
         .ports
         .iter()
@@ -110,7 +92,8 @@ fn a_link_down_from_the_start_carries_nothing_and_costs_nothing() {
     assert!(busiest.tx_packets > 0);
     let spine = busiest.peer - 20;
     let out = run(&format!(
-        "{POISSON}\n[[faults]]\nkind = \"link_down\"\nlink = [\"leaf:0\", \"spine:{spine}\"]\n"
+        "{}\n[[faults]]\nkind = \"link_down\"\nlink = [\"leaf:0\", \"spine:{spine}\"]\n",
+        poisson_traffic()
     ));
     let link: Vec<_> = out
         .ports
@@ -127,7 +110,7 @@ fn a_link_down_from_the_start_carries_nothing_and_costs_nothing() {
 
 #[test]
 fn a_link_going_down_under_load_loses_packets_that_are_recovered() {
-    let heavy = POISSON.replace("load = 0.5", "load = 0.8");
+    let heavy = poisson(0.8, "300us");
     let out = run(&format!(
         "{heavy}\n[[faults]]\nkind = \"link_down\"\nlink = [\"leaf:0\", \"spine:0\"]\nat = \"100us\"\nreconverge = \"20us\"\n"
     ));
@@ -184,7 +167,8 @@ fn a_degraded_link_serializes_at_its_new_rate() {
 #[test]
 fn same_faults_same_seed_same_fingerprint() {
     let spec = format!(
-        "{POISSON}\n[[faults]]\nkind = \"silent_drop\"\nswitch = \"spine:1\"\nprobability = 0.01\n"
+        "{}\n[[faults]]\nkind = \"silent_drop\"\nswitch = \"spine:1\"\nprobability = 0.01\n",
+        poisson_traffic()
     );
     assert_eq!(run(&spec).stats.fingerprint, run(&spec).stats.fingerprint);
 }

@@ -1,15 +1,13 @@
 //! Host-side schemes end to end: each test fails if the mechanism it names is removed.
 
-mod common;
-
-use common::retransmitted;
+use crate::testing::{self, poisson, retransmitted};
 use pfcsim_core::sim::RunOutput;
 
 /// 2 leaves x 4 spines x 2 hosts (hosts 0-3, leaves 4-5, spines 6-9), 100 Gbps and 1 us
 /// links, PFC on, line-rate senders, drained to the end; then `extra`.
 fn run(extra: &str) -> RunOutput {
-    let text = common::leaf_spine(5, (2, 4, 2), "stop_when_done = false", extra);
-    common::run_text(&text, "host_schemes.toml")
+    let text = testing::leaf_spine_spec(5, (2, 4, 2), "stop_when_done = false", extra);
+    testing::run_text(&text, "host_schemes.toml")
 }
 
 /// One 1 MB flow from host 0 to host 2 (16 flowcells of 64 KB).
@@ -28,11 +26,10 @@ const SLOW_SPINE: &str = r#"
     rate = "50Gbps"
 "#;
 
+/// [`testing::assert_complete`], nothing lost, nothing held.
 fn assert_complete(out: &RunOutput) {
-    let s = &out.stats;
-    assert_eq!(s.flows_finished, s.flows_total);
-    assert_eq!(s.bytes_delivered, s.bytes_offered);
-    assert_eq!(s.packets_dropped, 0);
+    testing::assert_complete(out);
+    assert_eq!(out.stats.packets_dropped, 0);
     assert_eq!(out.held_packets, 0, "nothing left in resequencing buffers");
 }
 
@@ -113,17 +110,12 @@ fn the_resequencing_buffer_hides_reordering_between_flowcells() {
 
 #[test]
 fn presto_runs_are_deterministic_and_lossless_under_load() {
-    let poisson = r#"
-        [[traffic]]
-        kind = "poisson"
-        cdf = "web_search"
-        load = 0.6
-        duration = "3ms"
-        [lb]
-        scheme = "presto"
-    "#;
-    let a = run(&format!("{poisson}{SLOW_SPINE}"));
-    let b = run(&format!("{poisson}{SLOW_SPINE}"));
+    let loaded = format!(
+        "{}\n[lb]\nscheme = \"presto\"\n{SLOW_SPINE}",
+        poisson(0.6, "3ms")
+    );
+    let a = run(&loaded);
+    let b = run(&loaded);
     assert_complete(&a);
     assert_eq!(a.stats.drops_buffer, 0);
     assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
@@ -206,21 +198,17 @@ fn clove_runs_are_deterministic_and_lossless_under_load() {
     // A 2 us timeout, so that flows at line rate split into flowlets (PFC pauses and the
     // slow spine's queue open such gaps) and reordering between them reaches go-back-N.
     for mode in ["ecn", "edge_flowlet"] {
-        let poisson = format!(
-            r#"
-            [[traffic]]
-            kind = "poisson"
-            cdf = "web_search"
-            load = 0.6
-            duration = "3ms"
+        let loaded = format!(
+            r#"{}
             [lb]
             scheme = "clove"
             mode = "{mode}"
             flowlet_timeout = "2us"
-            "#
+            {SLOW_SPINE}"#,
+            poisson(0.6, "3ms")
         );
-        let a = run(&format!("{poisson}{SLOW_SPINE}"));
-        let b = run(&format!("{poisson}{SLOW_SPINE}"));
+        let a = run(&loaded);
+        let b = run(&loaded);
         assert_complete(&a);
         assert_eq!(a.stats.drops_buffer, 0);
         assert_eq!(a.stats.fingerprint, b.stats.fingerprint, "{mode}");

@@ -1,64 +1,26 @@
 //! Behaviour of the fabric model: each test fails if the mechanism it names breaks.
 
-mod common;
-
-use common::flow;
+use crate::testing::{
+    assert_lossless_and_conserved, drain, flow, leaf_spine, line_rate, node_sum, run_until,
+    tx_bytes, tx_packets, until_done, with_lb,
+};
 
 use pfcsim_core::dcqcn::DcqcnConfig;
 use pfcsim_core::lb::{
     CongaConfig, DrbConfig, DrillConfig, HulaConfig, LbConfig, LetFlowConfig, LetFlowDecision,
     RpsConfig,
 };
-use pfcsim_core::sim::{
-    ideal_fct, CcConfig, FabricConfig, NicConfig, RunOutput, Simulation, StopRule,
-};
+use pfcsim_core::sim::{ideal_fct, CcConfig, FabricConfig, NicConfig, RunOutput};
 use pfcsim_core::topology::{LeafSpine, Topology};
 use pfcsim_core::traffic::FlowSpec;
 use pfcsim_core::units::{Rate, Time};
 
-fn leaf_spine(leaves: u32, spines: u32, hosts_per_leaf: u32) -> Topology {
-    Topology::leaf_spine(&LeafSpine::uniform(
-        leaves,
-        spines,
-        hosts_per_leaf,
-        Rate::gbps(100),
-        Time::from_us(1),
-    ))
-}
-
-/// Runs until no event is left (the network drains).
-fn drain(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64) -> RunOutput {
-    let stop = StopRule {
-        at: Time::from_ms(1000),
-        when_flows_done: false,
-    };
-    Simulation::new(topo, cfg, flows, seed, stop)
-        .unwrap()
-        .run_to_end()
-}
-
-fn line_rate_only() -> FabricConfig {
-    FabricConfig {
-        cc: CcConfig::None,
-        ..Default::default()
-    }
-}
-
-/// Every invariant that holds for any drained lossless run.
-fn assert_lossless_and_conserved(out: &RunOutput) {
-    let s = &out.stats;
-    assert_eq!(s.packets_dropped, 0, "PFC on: nothing may be dropped");
-    assert_eq!(s.flows_finished, s.flows_total, "every flow finishes");
-    let total: u64 = out.flows.iter().map(|f| f.size_bytes).sum();
-    assert_eq!(s.bytes_delivered, total, "every byte delivered once");
-    assert_eq!(s.bytes_offered, total);
-    assert_eq!(
-        s.payload_sent,
-        s.bytes_delivered + s.payload_dropped + s.payload_discarded,
-        "payload sent = delivered + dropped + discarded"
-    );
-    assert_eq!(out.buffered_bytes, 0, "switch buffers are empty at the end");
-    assert_eq!(out.live_packets, 0, "no packet is left anywhere");
+/// Sixteen flows of 300 KB among the 16 hosts of a 2 x 4 x 8 leaf-spine, host i to i + 5,
+/// 50 ns apart: the traffic of the determinism tests.
+fn shifted_flows() -> Vec<FlowSpec> {
+    (0..16)
+        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
+        .collect()
 }
 
 #[test]
@@ -127,17 +89,11 @@ fn incast_flows() -> Vec<FlowSpec> {
 #[test]
 fn incast_with_pfc_drops_nothing_and_pauses_upstream() {
     let topo = leaf_spine(3, 2, 8);
-    let out = drain(&topo, line_rate_only(), incast_flows(), 1);
+    let out = drain(&topo, line_rate(LbConfig::default()), incast_flows(), 1);
     assert_lossless_and_conserved(&out);
     // The receiver's leaf (node 24) paused the spines, and the spines paused the senders'
     // leaves (nodes 25, 26), which paused the senders.
-    let sent_by = |node: u32| -> u64 {
-        out.ports
-            .iter()
-            .filter(|p| p.node == node)
-            .map(|p| p.pfc_pauses_sent)
-            .sum()
-    };
+    let sent_by = |node: u32| node_sum(&out, node, |p| p.pfc_pauses_sent);
     assert!(sent_by(24) > 0, "receiver's leaf pauses the spines");
     assert!(
         sent_by(27) + sent_by(28) > 0,
@@ -203,10 +159,7 @@ fn spraying_reorders_and_go_back_n_retransmits_while_ecmp_does_not() {
     let flows: Vec<FlowSpec> = (0..8)
         .map(|i| flow(i, 8 + i, 2_000_000, Time::from_ns(137 * i as u64)))
         .collect();
-    let cfg = FabricConfig {
-        lb: LbConfig::Rps(RpsConfig {}),
-        ..Default::default()
-    };
+    let cfg = with_lb(LbConfig::Rps(RpsConfig {}));
     let sprayed = drain(&topo, cfg, flows.clone(), 3);
     assert_lossless_and_conserved(&sprayed);
     let sum = |out: &RunOutput, f: fn(&pfcsim_core::metrics::FlowRecord) -> u64| -> u64 {
@@ -243,19 +196,11 @@ fn dcqcn_shares_a_bottleneck_fairly_and_holds_the_queue_near_the_ecn_band() {
         cc: CcConfig::Dcqcn(DcqcnConfig::default()),
         ..Default::default()
     };
-    let run_until = |cfg: &FabricConfig, t: Time| {
-        let stop = StopRule {
-            at: t,
-            when_flows_done: false,
-        };
-        Simulation::new(&topo, cfg.clone(), flows.clone(), 1, stop)
-            .unwrap()
-            .run_to_end()
-    };
+    let until = |cfg: &FabricConfig, t: Time| run_until(&topo, cfg.clone(), flows.clone(), 1, t);
     // Runs are deterministic, so the difference of two runs measures the window between.
     let (t1, t2) = (Time::from_ms(5), Time::from_ms(10));
-    let a = run_until(&dcqcn, t1);
-    let b = run_until(&dcqcn, t2);
+    let a = until(&dcqcn, t1);
+    let b = until(&dcqcn, t2);
     let window = (t2 - t1).as_secs_f64();
     let rate = |i: usize| {
         let acked = |o: &RunOutput| o.flows[i].packets_sent as f64 * 1000.0;
@@ -288,8 +233,8 @@ fn dcqcn_shares_a_bottleneck_fairly_and_holds_the_queue_near_the_ecn_band() {
     assert!(b.flows.iter().all(|f| f.cnps_received > 0));
     // Without the reaction point the same flows keep the queue at the PFC threshold, far
     // above the ECN band, and pause the senders.
-    let line_rate = line_rate_only();
-    let (a, b) = (run_until(&line_rate, t1), run_until(&line_rate, t2));
+    let uncontrolled_cfg = line_rate(LbConfig::default());
+    let (a, b) = (until(&uncontrolled_cfg, t1), until(&uncontrolled_cfg, t2));
     let uncontrolled = window_mean_queue(&a, &b);
     assert!(
         uncontrolled > 400_000.0,
@@ -301,13 +246,8 @@ fn dcqcn_shares_a_bottleneck_fairly_and_holds_the_queue_near_the_ecn_band() {
 #[test]
 fn same_seed_same_fingerprint_other_seed_other_fingerprint() {
     let topo = leaf_spine(2, 4, 8);
-    let flows: Vec<FlowSpec> = (0..16)
-        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
-        .collect();
-    let cfg = FabricConfig {
-        lb: LbConfig::Rps(RpsConfig {}),
-        ..Default::default()
-    };
+    let flows = shifted_flows();
+    let cfg = with_lb(LbConfig::Rps(RpsConfig {}));
     let run = |seed| drain(&topo, cfg.clone(), flows.clone(), seed);
     let (a, b, c) = (run(7), run(7), run(8));
     assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
@@ -322,10 +262,7 @@ fn two_simulations_in_one_process_do_not_interfere() {
     let flows: Vec<FlowSpec> = (0..16)
         .map(|i| flow(i, (i + 8) % 16, 200_000, Time::ZERO))
         .collect();
-    let cfg = FabricConfig {
-        lb: LbConfig::Rps(RpsConfig {}),
-        ..Default::default()
-    };
+    let cfg = with_lb(LbConfig::Rps(RpsConfig {}));
     let alone = drain(&topo, cfg.clone(), flows.clone(), 5)
         .stats
         .fingerprint;
@@ -350,15 +287,9 @@ fn switches_honour_a_pinned_path() {
         ..flow(src, dst, 2_000_000, Time::ZERO)
     };
     let fct_of = |flows: Vec<FlowSpec>| {
-        let out = drain(&topo, line_rate_only(), flows, 1);
+        let out = drain(&topo, line_rate(LbConfig::default()), flows, 1);
         assert_lossless_and_conserved(&out);
-        let spine_tx = |spine_node: u32| -> u64 {
-            out.ports
-                .iter()
-                .filter(|p| p.node == spine_node && p.peer == 5)
-                .map(|p| p.tx_bytes)
-                .sum()
-        };
+        let spine_tx = |spine_node: u32| tx_bytes(&out, spine_node, 5);
         let fct: Vec<u64> = out.flows.iter().map(|f| f.fct_ps.unwrap()).collect();
         (fct, spine_tx(6), spine_tx(7))
     };
@@ -376,22 +307,6 @@ fn switches_honour_a_pinned_path() {
 // ---- Load-balancing schemes: each test fails if the scheme's mechanism is removed or
 // replaced by another scheme (ECMP, RPS, DRB), as noted in each.
 
-/// Data packets (and PFC frames, absent where these tests use it) sent by `node` to `peer`.
-fn tx_packets(out: &RunOutput, node: u32, peer: u32) -> u64 {
-    out.ports
-        .iter()
-        .filter(|p| p.node == node && p.peer == peer)
-        .map(|p| p.tx_packets)
-        .sum()
-}
-
-fn with_lb(lb: LbConfig) -> FabricConfig {
-    FabricConfig {
-        lb,
-        ..line_rate_only()
-    }
-}
-
 #[test]
 fn rps_sprays_every_packet_independently_and_uniformly() {
     // Host 0 (leaf 2) to host 1 (leaf 3) over spines 4..8; one line-rate flow meets no queue,
@@ -400,7 +315,7 @@ fn rps_sprays_every_packet_independently_and_uniformly() {
     let n = 4_000u64;
     let out = drain(
         &topo,
-        with_lb(LbConfig::Rps(RpsConfig {})),
+        line_rate(LbConfig::Rps(RpsConfig {})),
         vec![flow(0, 1, n * 1000, Time::ZERO)],
         11,
     );
@@ -430,17 +345,20 @@ fn drb_round_robins_exactly_per_destination() {
     // four spines for each flow; one shared counter would give each flow every other spine.
     let topo = leaf_spine(2, 4, 2);
     let n = 4_000u64;
-    let flows = vec![
+    let drb = |flows| {
+        let out = drain(
+            &topo,
+            line_rate(LbConfig::Drb(DrbConfig::default())),
+            flows,
+            11,
+        );
+        assert_lossless_and_conserved(&out);
+        out
+    };
+    let out = drb(vec![
         flow(0, 2, n * 1000, Time::ZERO),
         flow(1, 3, n * 1000, Time::ZERO),
-    ];
-    let out = drain(
-        &topo,
-        with_lb(LbConfig::Drb(DrbConfig::default())),
-        flows,
-        11,
-    );
-    assert_lossless_and_conserved(&out);
+    ]);
     assert!(out.ports.iter().all(|p| p.pfc_pauses_sent == 0));
     for f in &out.flows {
         assert_eq!(f.packets_sent, n);
@@ -458,17 +376,10 @@ fn drb_round_robins_exactly_per_destination() {
     // packets the NIC alternates, share one walk, so each flow sees every other spine, as two
     // queue pairs to one destination do under the reference's per-destination counter (one
     // counter per flow would give each flow all four).
-    let flows = vec![
+    let out = drb(vec![
         flow(0, 2, n * 1000, Time::ZERO),
         flow(0, 2, n * 1000, Time::ZERO),
-    ];
-    let out = drain(
-        &topo,
-        with_lb(LbConfig::Drb(DrbConfig::default())),
-        flows,
-        11,
-    );
-    assert_lossless_and_conserved(&out);
+    ]);
     for f in &out.flows {
         assert_eq!((f.packets_sent, f.paths_used), (n, 2));
         assert_eq!(f.path_changes as u64, n - 1);
@@ -490,7 +401,7 @@ fn drb_in_a_fat_tree_changes_the_first_tier_fastest_and_balances_the_cores_exact
     let n = 4_000u64;
     let out = drain(
         &topo,
-        with_lb(LbConfig::Drb(DrbConfig::default())),
+        line_rate(LbConfig::Drb(DrbConfig::default())),
         vec![flow(0, 4, n * 1000, Time::ZERO)],
         5,
     );
@@ -513,24 +424,35 @@ fn slow_hosts(hosts_per_leaf: u32) -> LeafSpine {
     }
 }
 
+/// One line-rate flow of `packets` packets from host 0 to host `dst` under LetFlow with a
+/// flowlet timeout of `timeout_ns` and `decision`, drained (seed 3).
+fn one_letflow_flow(
+    topo: &Topology,
+    dst: u32,
+    packets: u64,
+    timeout_ns: u64,
+    decision: LetFlowDecision,
+) -> RunOutput {
+    let lb = LbConfig::LetFlow(LetFlowConfig {
+        flowlet_timeout: Time::from_ns(timeout_ns),
+        decision,
+        ..Default::default()
+    });
+    let out = drain(
+        topo,
+        line_rate(lb),
+        vec![flow(0, dst, packets * 1000, Time::ZERO)],
+        3,
+    );
+    assert_lossless_and_conserved(&out);
+    out
+}
+
 #[test]
 fn letflow_keeps_a_flowlet_on_one_path_and_redraws_after_a_longer_gap() {
     let topo = Topology::leaf_spine(&slow_hosts(1));
     let n = 2_000u64;
-    let run = |timeout_ns: u64| {
-        let lb = LbConfig::LetFlow(LetFlowConfig {
-            flowlet_timeout: Time::from_ns(timeout_ns),
-            ..Default::default()
-        });
-        let out = drain(
-            &topo,
-            with_lb(lb),
-            vec![flow(0, 1, n * 1000, Time::ZERO)],
-            3,
-        );
-        assert_lossless_and_conserved(&out);
-        out
-    };
+    let run = |timeout_ns| one_letflow_flow(&topo, 1, n, timeout_ns, LetFlowDecision::EverySwitch);
     // Timeout above the 335 ns gap: the whole flow is one flowlet (every packet refreshes the
     // entry; measured from the flowlet's first packet, the third would already start a new
     // one). RPS or DRB would change path here.
@@ -562,7 +484,7 @@ fn letflow_flows_at_line_rate_stay_on_one_path_each_with_the_default_timeout() {
         .map(|i| flow(i, 16 + i, 1_000_000, Time::from_ns(10 * i as u64)))
         .collect();
     let lb = LbConfig::LetFlow(LetFlowConfig::default());
-    let out = drain(&topo, with_lb(lb), flows, 2);
+    let out = drain(&topo, line_rate(lb), flows, 2);
     assert_lossless_and_conserved(&out);
     assert!(out
         .flows
@@ -583,21 +505,7 @@ fn letflow_at_the_source_tor_tags_whole_paths_in_a_fat_tree() {
         (Rate::gbps(100), Time::from_us(1)),
     );
     let n = 2_000u64;
-    let run = |timeout_ns: u64| {
-        let lb = LbConfig::LetFlow(LetFlowConfig {
-            flowlet_timeout: Time::from_ns(timeout_ns),
-            decision: LetFlowDecision::SourceTor,
-            ..Default::default()
-        });
-        let out = drain(
-            &topo,
-            with_lb(lb),
-            vec![flow(0, 4, n * 1000, Time::ZERO)],
-            3,
-        );
-        assert_lossless_and_conserved(&out);
-        out
-    };
+    let run = |timeout_ns| one_letflow_flow(&topo, 4, n, timeout_ns, LetFlowDecision::SourceTor);
     let one = run(400);
     assert_eq!((one.flows[0].paths_used, one.flows[0].path_changes), (1, 0));
     let many = run(300);
@@ -629,7 +537,7 @@ fn letflow_at_the_source_tor_tags_whole_paths_in_a_fat_tree() {
             flow(0, 4, 100_000, Time::ZERO),
             flow(2, 6, 100_000, Time::ZERO),
         ];
-        let out = drain(&topo, with_lb(shared.clone()), flows, seed);
+        let out = drain(&topo, line_rate(shared.clone()), flows, seed);
         assert_lossless_and_conserved(&out);
         (24..26).any(|agg| {
             let both_in = tx_packets(&out, 16, agg) > 0 && tx_packets(&out, 17, agg) > 0;
@@ -654,7 +562,7 @@ fn drill_keeps_the_local_queues_short_and_even_where_ecmp_and_rps_do_not() {
         .map(|i| flow(i, 12 + i, 2_000_000, Time::from_ns(7 * i as u64)))
         .collect();
     let uplinks = |lb: LbConfig| {
-        let out = drain(&topo, with_lb(lb), flows.clone(), 4);
+        let out = drain(&topo, line_rate(lb), flows.clone(), 4);
         assert_lossless_and_conserved(&out);
         let q: Vec<(u64, f64)> = (26..30)
             .map(|s| {
@@ -698,33 +606,19 @@ fn drill_keeps_the_local_queues_short_and_even_where_ecmp_and_rps_do_not() {
 #[test]
 fn new_schemes_are_deterministic() {
     let topo = leaf_spine(2, 4, 8);
-    let flows: Vec<FlowSpec> = (0..16)
-        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
-        .collect();
+    let flows = shifted_flows();
     for lb in [
         LbConfig::Drb(DrbConfig::default()),
         LbConfig::LetFlow(LetFlowConfig::default()),
         LbConfig::Drill(DrillConfig::default()),
     ] {
-        let cfg = FabricConfig {
-            lb,
-            ..Default::default()
-        };
+        let cfg = with_lb(lb);
         let run = |seed| drain(&topo, cfg.clone(), flows.clone(), seed);
         let (a, b) = (run(7), run(7));
         assert_lossless_and_conserved(&a);
         assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
         assert_eq!(a.flows, b.flows);
     }
-}
-
-/// Bytes (data and control) that `node` sent to `peer`.
-fn tx_bytes(out: &RunOutput, node: u32, peer: u32) -> u64 {
-    out.ports
-        .iter()
-        .filter(|p| p.node == node && p.peer == peer)
-        .map(|p| p.tx_bytes)
-        .sum()
 }
 
 /// Two leaves of eight 25 Gbps hosts, four spines, 100 Gbps fabric links except one
@@ -769,7 +663,7 @@ fn conga_avoids_a_degraded_uplink_by_its_local_dre() {
     // choice in CONGA makes it send as much as ECMP.
     let topo = degraded(0, 0, Rate::gbps(10));
     let run = |lb: LbConfig| {
-        let out = drain(&topo, with_lb(lb), cross_leaf_flows(false), 9);
+        let out = drain(&topo, line_rate(lb), cross_leaf_flows(false), 9);
         assert_lossless_and_conserved(&out);
         tx_bytes(&out, 16, 18)
     };
@@ -793,7 +687,7 @@ fn conga_learns_a_degraded_remote_link_from_feedback() {
     // configuration gets the feedback on the reverse data.
     let topo = degraded(1, 0, Rate::gbps(10));
     let run = |lb: LbConfig, reverse: bool| {
-        let out = drain(&topo, with_lb(lb), cross_leaf_flows(reverse), 9);
+        let out = drain(&topo, line_rate(lb), cross_leaf_flows(reverse), 9);
         assert_lossless_and_conserved(&out);
         tx_bytes(&out, 18, 17)
     };
@@ -829,17 +723,12 @@ fn conga_learns_a_degraded_remote_link_from_feedback() {
 #[test]
 fn conga_is_deterministic() {
     let topo = leaf_spine(2, 4, 8);
-    let flows: Vec<FlowSpec> = (0..16)
-        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
-        .collect();
+    let flows = shifted_flows();
     for feedback_on_acks in [false, true] {
-        let cfg = FabricConfig {
-            lb: LbConfig::Conga(CongaConfig {
-                feedback_on_acks,
-                ..Default::default()
-            }),
+        let cfg = with_lb(LbConfig::Conga(CongaConfig {
+            feedback_on_acks,
             ..Default::default()
-        };
+        }));
         let run = |seed| drain(&topo, cfg.clone(), flows.clone(), seed);
         let (a, b) = (run(7), run(7));
         assert_lossless_and_conserved(&a);
@@ -848,15 +737,15 @@ fn conga_is_deterministic() {
     }
 }
 
-/// Runs until every flow has finished (HULA's probes never stop, so the network never drains).
-fn until_done(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64) -> RunOutput {
-    let stop = StopRule {
-        at: Time::from_ms(100),
-        when_flows_done: true,
-    };
-    let out = Simulation::new(topo, cfg, flows, seed, stop)
-        .unwrap()
-        .run_to_end();
+/// Runs until every flow has finished (HULA's probes never stop, so the network never drains),
+/// losslessly, every byte delivered.
+fn until_done_lossless(
+    topo: &Topology,
+    cfg: FabricConfig,
+    flows: Vec<FlowSpec>,
+    seed: u64,
+) -> RunOutput {
+    let out = until_done(topo, cfg, flows, seed);
     let s = &out.stats;
     assert_eq!(s.packets_dropped, 0);
     assert_eq!(s.flows_finished, s.flows_total);
@@ -876,7 +765,7 @@ fn hula_avoids_degraded_links_near_and_far_by_probed_utilization() {
     for (leaf, node, peer) in [(0, 16, 18), (1, 18, 17)] {
         let topo = degraded(leaf, 0, Rate::gbps(10));
         let run = |lb: LbConfig| {
-            let out = until_done(&topo, with_lb(lb), cross_leaf_flows(false), 9);
+            let out = until_done_lossless(&topo, line_rate(lb), cross_leaf_flows(false), 9);
             tx_bytes(&out, node, peer)
         };
         let ecmp = run(LbConfig::default());
@@ -890,14 +779,9 @@ fn hula_avoids_degraded_links_near_and_far_by_probed_utilization() {
 #[test]
 fn hula_probes_cross_links_and_runs_are_deterministic() {
     let topo = leaf_spine(2, 4, 8);
-    let flows: Vec<FlowSpec> = (0..16)
-        .map(|i| flow(i, (i + 5) % 16, 300_000, Time::from_ns(50 * i as u64)))
-        .collect();
-    let cfg = FabricConfig {
-        lb: LbConfig::Hula(HulaConfig::default()),
-        ..Default::default()
-    };
-    let run = |seed| until_done(&topo, cfg.clone(), flows.clone(), seed);
+    let flows = shifted_flows();
+    let cfg = with_lb(LbConfig::Hula(HulaConfig::default()));
+    let run = |seed| until_done_lossless(&topo, cfg.clone(), flows.clone(), seed);
     let (a, b) = (run(7), run(7));
     assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
     assert_eq!(a.flows, b.flows);
@@ -935,8 +819,8 @@ fn hula_probe_replication_in_a_fat_tree_is_loop_free_and_bounded() {
     // remote ToRs). A replication loop or duplicate re-emission would exceed it.
     let link = (Rate::gbps(100), Time::from_us(1));
     let topo = Topology::fat_tree(4, link, link);
-    let cfg = with_lb(LbConfig::Hula(HulaConfig::default()));
-    let out = until_done(&topo, cfg, vec![flow(0, 4, 2_000_000, Time::ZERO)], 3);
+    let cfg = line_rate(LbConfig::Hula(HulaConfig::default()));
+    let out = until_done_lossless(&topo, cfg, vec![flow(0, 4, 2_000_000, Time::ZERO)], 3);
     let rounds = out.stats.end_ps / 10_000_000 + 1;
     let max = out.ports.iter().map(|p| p.lb_messages_sent).max().unwrap();
     assert!(

@@ -4,8 +4,7 @@
 //! 1 us links, PFC on, line-rate senders (no congestion control), so that a congested path
 //! shows in queueing delay and ECN marks at once.
 
-mod common;
-
+use crate::testing::{self, assert_complete, poisson, port};
 use pfcsim_core::metrics::PortRecord;
 use pfcsim_core::sim::RunOutput;
 
@@ -19,27 +18,14 @@ fn run(extra: &str) -> RunOutput {
 
 /// A run with `run` inside its `[run]` section.
 fn run_with(run: &str, extra: &str) -> RunOutput {
-    let text = common::leaf_spine(7, (2, 4, 2), run, extra);
-    common::run_text(&text, "hermes.toml")
-}
-
-fn port(out: &RunOutput, node: u32, peer: u32) -> &PortRecord {
-    out.ports
-        .iter()
-        .find(|p| p.node == node && p.peer == peer)
-        .expect("port")
+    let text = testing::leaf_spine_spec(7, (2, 4, 2), run, extra);
+    testing::run_text(&text, "hermes.toml")
 }
 
 /// Full-size data packets (1048 B) among what a port sent; the rest are 64 B frames (probes,
 /// ACKs, PFC).
 fn data_packets(p: &PortRecord) -> u64 {
     (p.tx_bytes - 64 * p.tx_packets) / (1048 - 64)
-}
-
-fn assert_complete(out: &RunOutput) {
-    let s = &out.stats;
-    assert_eq!(s.flows_finished, s.flows_total);
-    assert_eq!(s.bytes_delivered, s.bytes_offered);
 }
 
 /// Scripted flows: `flows` is the inside of `flows = [...]`.
@@ -197,21 +183,20 @@ fn hermes_stops_using_a_black_holed_path() {
 
 #[test]
 fn hermes_runs_are_deterministic_and_lossless_under_load() {
-    let poisson = r#"
-        [[traffic]]
-        kind = "poisson"
-        cdf = "web_search"
-        load = 0.6
-        duration = "3ms"
+    let loaded = format!(
+        "{}{}",
+        poisson(0.6, "3ms"),
+        r#"
         [[faults]]
         kind = "link_rate"
         link = ["leaf:0", "spine:0"]
         rate = "50Gbps"
         [lb]
         scheme = "hermes"
-    "#;
-    let a = run(poisson);
-    let b = run(poisson);
+    "#
+    );
+    let a = run(&loaded);
+    let b = run(&loaded);
     assert_complete(&a);
     assert_eq!(a.stats.packets_dropped, 0);
     assert_eq!(a.stats.fingerprint, b.stats.fingerprint);

@@ -2,53 +2,14 @@
 //! out-of-order ratio, PFC pause rate and PAUSE frame rate. Each test fails if the measurement
 //! it names is removed or computed differently.
 
-mod common;
-
-use common::flow;
+use crate::testing::{flow, leaf_spine, line_rate, run_until as run, tx_packets, until_done};
 
 use pfcsim_core::lb::{DrbConfig, LbConfig};
 use pfcsim_core::metrics::RunStats;
-use pfcsim_core::sim::{CcConfig, FabricConfig, RunOutput, Simulation, StopRule};
+use pfcsim_core::sim::RunOutput;
 use pfcsim_core::topology::{LeafSpine, Topology};
 use pfcsim_core::traffic::FlowSpec;
 use pfcsim_core::units::{Rate, Time};
-
-fn run(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>, seed: u64, at: Time) -> RunOutput {
-    let stop = StopRule {
-        at,
-        when_flows_done: false,
-    };
-    Simulation::new(topo, cfg, flows, seed, stop)
-        .unwrap()
-        .run_to_end()
-}
-
-/// Runs until every flow has finished (the measured interval ends with the last finish).
-fn until_done(topo: &Topology, cfg: FabricConfig, flows: Vec<FlowSpec>) -> RunOutput {
-    let stop = StopRule {
-        at: Time::from_ms(100),
-        when_flows_done: true,
-    };
-    Simulation::new(topo, cfg, flows, 1, stop)
-        .unwrap()
-        .run_to_end()
-}
-
-fn line_rate(lb: LbConfig) -> FabricConfig {
-    FabricConfig {
-        cc: CcConfig::None,
-        lb,
-        ..Default::default()
-    }
-}
-
-fn tx_packets(out: &RunOutput, node: u32, peer: u32) -> u64 {
-    out.ports
-        .iter()
-        .filter(|p| p.node == node && p.peer == peer)
-        .map(|p| p.tx_packets)
-        .sum()
-}
 
 /// Host 0 (leaf 2) sends to host 1 (leaf 3) over spine 4 (5 us links) or spine 5 (14 us
 /// links). DRB alternates the spines packet by packet, starting at a random one.
@@ -178,16 +139,6 @@ fn a_reordering_run_to_the_end_counts_every_arrival_and_retransmission() {
     assert_consistent(&out);
 }
 
-fn leaf_spine(leaves: u32, spines: u32, hosts_per_leaf: u32) -> Topology {
-    Topology::leaf_spine(&LeafSpine::uniform(
-        leaves,
-        spines,
-        hosts_per_leaf,
-        Rate::gbps(100),
-        Time::from_us(1),
-    ))
-}
-
 /// `(pause rate, PAUSE frames per port per second)` computed by hand from the port records:
 /// the ports whose peer is a switch (node id >= `hosts` in a leaf-spine), over the time from
 /// the first flow's start to the end of the run.
@@ -238,13 +189,13 @@ fn ecmp_without_congestion_neither_reorders_nor_pauses() {
 
 #[test]
 fn incast_pause_rate_is_the_paused_share_of_pausable_port_time() {
-    // Sixteen senders on two leaves to one receiver (the incast of tests/fabric.rs): PFC
+    // Sixteen senders on two leaves to one receiver (the incast of `fabric`): PFC
     // pauses the spines, the senders' leaves and the senders' NICs.
     let topo = leaf_spine(3, 2, 8);
     let flows = (8..24)
         .map(|src| flow(src, 0, 1_500_000, Time::from_us(3)))
         .collect();
-    let out = until_done(&topo, line_rate(LbConfig::default()), flows);
+    let out = until_done(&topo, line_rate(LbConfig::default()), flows, 1);
     let s = &out.stats;
     assert_eq!(s.flows_finished, 16);
     assert_eq!(
