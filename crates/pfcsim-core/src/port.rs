@@ -106,38 +106,61 @@ impl PortState {
         self.total_queue_bytes = bytes;
     }
 
+    /// An idle port of a link of `rate` and `delay`: at node `node` (its `owner`), facing
+    /// port `peer` of node `peer_node` (`peer_ref`), with the RED parameters `ecn` (kmin,
+    /// kmax, pmax; kmin `u64::MAX`: no marking) and its record `rec`.
+    pub(crate) fn new(
+        (owner, node): (NodeRef, u32),
+        (peer_ref, peer_node, peer): (NodeRef, u32, u32),
+        rate: Rate,
+        delay: Time,
+        (ecn_kmin, ecn_kmax, ecn_pmax): (u64, u64, f64),
+        rec: PortRecord,
+    ) -> PortState {
+        PortState {
+            owner,
+            peer_ref,
+            node,
+            peer,
+            peer_node,
+            rate,
+            delay,
+            prio: Default::default(),
+            tx_packets: 0,
+            tx_bytes: 0,
+            peak_queue_bytes: 0,
+            pfc_out: VecDeque::new(),
+            total_queue_bytes: 0,
+            busy_until: Time::ZERO,
+            wake_at: Time::MAX,
+            rr_next: 1,
+            paused: 0,
+            nonempty: 0,
+            paused_any_since: Time::ZERO,
+            queue_integral: 0,
+            queue_changed: Time::ZERO,
+            in_flight: VecDeque::new(),
+            ecn_kmin,
+            ecn_kmax,
+            ecn_pmax,
+            rec,
+        }
+    }
+
     /// `n` idle ports of one switch (node 0) with links of `rate_bps` and `delay`, the port
     /// `i` leading to node `100 + i`: views for unit tests of schemes.
     #[cfg(test)]
     pub(crate) fn test_ports(n: usize, rate_bps: u64, delay: Time) -> Vec<PortState> {
         (0..n)
-            .map(|i| PortState {
-                owner: NodeRef::Switch(0),
-                peer_ref: NodeRef::Switch(1),
-                node: 0,
-                peer: 0,
-                peer_node: 100 + i as u32,
-                rate: Rate(rate_bps),
-                delay,
-                prio: Default::default(),
-                tx_packets: 0,
-                tx_bytes: 0,
-                peak_queue_bytes: 0,
-                pfc_out: VecDeque::new(),
-                total_queue_bytes: 0,
-                busy_until: Time::ZERO,
-                wake_at: Time::MAX,
-                rr_next: 1,
-                paused: 0,
-                nonempty: 0,
-                paused_any_since: Time::ZERO,
-                queue_integral: 0,
-                queue_changed: Time::ZERO,
-                in_flight: VecDeque::new(),
-                ecn_kmin: u64::MAX,
-                ecn_kmax: u64::MAX,
-                ecn_pmax: 0.0,
-                rec: PortRecord::default(),
+            .map(|i| {
+                PortState::new(
+                    (NodeRef::Switch(0), 0),
+                    (NodeRef::Switch(1), 100 + i as u32, 0),
+                    Rate(rate_bps),
+                    delay,
+                    (u64::MAX, u64::MAX, 0.0),
+                    PortRecord::default(),
+                )
             })
             .collect()
     }

@@ -13,7 +13,6 @@ use crate::port::{NodeRef, PortState, CONTROL_PRIO, N_PRIO};
 use crate::topology::Topology;
 use crate::traffic::{describe_hosts, FlowSpec};
 use crate::units::{Rate, Time};
-use std::collections::VecDeque;
 
 impl Simulation {
     /// Builds the simulation. Flows may be given in any order; they are sorted by start time
@@ -60,34 +59,17 @@ impl Simulation {
                     })
                     .expect("links appear at both ends");
                 let is_switch = topo.is_switch[node];
-                let (ecn_kmin, ecn_kmax, ecn_pmax) = cfg.switch.ecn.red_for(l.rate);
-                ports.push(PortState {
-                    owner: node_ref[node],
-                    peer_ref: node_ref[peer_node as usize],
-                    node: node as u32,
-                    peer: first_port[peer_node as usize] + peer_local as u32,
-                    peer_node,
-                    rate: l.rate,
-                    delay: l.delay,
-                    prio: Default::default(),
-                    tx_packets: 0,
-                    tx_bytes: 0,
-                    peak_queue_bytes: 0,
-                    pfc_out: VecDeque::new(),
-                    total_queue_bytes: 0,
-                    busy_until: Time::ZERO,
-                    wake_at: Time::MAX,
-                    rr_next: 1,
-                    paused: 0,
-                    nonempty: 0,
-                    paused_any_since: Time::ZERO,
-                    queue_integral: 0,
-                    queue_changed: Time::ZERO,
-                    in_flight: VecDeque::new(),
-                    ecn_kmin,
-                    ecn_kmax,
-                    ecn_pmax,
-                    rec: PortRecord {
+                ports.push(PortState::new(
+                    (node_ref[node], node as u32),
+                    (
+                        node_ref[peer_node as usize],
+                        peer_node,
+                        first_port[peer_node as usize] + peer_local as u32,
+                    ),
+                    l.rate,
+                    l.delay,
+                    cfg.switch.ecn.red_for(l.rate),
+                    PortRecord {
                         node: node as u32,
                         port: local as u16,
                         peer: peer_node,
@@ -96,7 +78,7 @@ impl Simulation {
                         delay_ps: l.delay.ps(),
                         ..Default::default()
                     },
-                });
+                ));
             }
         }
 
