@@ -118,8 +118,8 @@ BAD_SPECS = [
     (
         "clove weight cut",
         TINY_TOML + '\n[lb]\nscheme = "clove"\nweight_cut = 1.5\n',
-        "spec.toml: lb.weight_cut: 1.5 is out of range; give a fraction above 0 and below 1 "
-        "(Clove: 0.33)",
+        "spec.toml: lb.weight_cut: 1.5 is out of range; use 0 < weight_cut < 1 "
+        "(the fraction of a path's weight cut per ECN echo, Clove default 0.33)",
     ),
     (
         "clove mode",

@@ -32,9 +32,11 @@
 
 use super::host::{AckEcho, FlowInfo, HostCtx, HostFabric, HostScheme};
 use super::{Capabilities, LbFabric, SchemeConfig, SwitchScheme};
+use crate::check::check_range;
 use crate::units::Time;
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
+use std::ops::Bound::Excluded;
 
 /// How a new flowlet picks its path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,13 +91,12 @@ impl SchemeConfig for CloveConfig {
                     .into(),
             );
         }
-        if !(self.weight_cut > 0.0 && self.weight_cut < 1.0) {
-            return Err(format!(
-                "lb.weight_cut: {} is out of range; give a fraction above 0 and below 1 (Clove: 0.33)",
-                self.weight_cut
-            ));
-        }
-        Ok(())
+        check_range(
+            "lb.weight_cut",
+            self.weight_cut,
+            (Excluded(0.0), Excluded(1.0)),
+            "(the fraction of a path's weight cut per ECN echo, Clove default 0.33)",
+        )
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -537,6 +538,14 @@ mod tests {
             };
             assert!(bad.validate().unwrap_err().starts_with("lb.weight_cut"));
         }
+        let bad = CloveConfig {
+            weight_cut: 1.5,
+            ..Default::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            "lb.weight_cut: 1.5 is out of range; use 0 < weight_cut < 1 (the fraction of a path's weight cut per ECN echo, Clove default 0.33)"
+        );
         assert_eq!(CloveConfig::default().validate(), Ok(()));
     }
 }

@@ -31,11 +31,13 @@
 use super::{
     flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
 };
+use crate::check::check_range;
 use crate::engine::mix64;
 use crate::packet::{Packet, PacketKind};
 use crate::units::Time;
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
+use std::ops::Bound::{Excluded, Included};
 
 /// CONGA parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,24 +101,11 @@ impl SchemeConfig for CongaConfig {
                 ));
             }
         }
-        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
-            return Err(format!(
-                "lb.alpha: {} is out of range; use 0 < alpha <= 1 (CONGA default 0.2)",
-                self.alpha
-            ));
-        }
-        if !(1..=8).contains(&self.q_bits) {
-            return Err(format!(
-                "lb.q_bits: {} is out of range; use 1..=8 bits (CONGA default 3)",
-                self.q_bits
-            ));
-        }
-        if !(1..=255).contains(&self.sampled_paths) {
-            return Err(format!(
-                "lb.sampled_paths: {} is out of range; use 1..=255 paths (CONGA default 4)",
-                self.sampled_paths
-            ));
-        }
+        let unit = (Excluded(0.0), Included(1.0));
+        check_range("lb.alpha", self.alpha, unit, "(CONGA default 0.2)")?;
+        check_range("lb.q_bits", self.q_bits, 1..=8, "bits (CONGA default 3)")?;
+        let paths = "paths (CONGA default 4)";
+        check_range("lb.sampled_paths", self.sampled_paths, 1..=255, paths)?;
         super::check_table_size(self.table_size)
     }
 

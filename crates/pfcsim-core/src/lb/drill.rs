@@ -15,6 +15,7 @@
 //! (neither reference implements it), several forwarding engines with separate memories.
 
 use super::{LbCtx, LbFabric, SchemeConfig, SwitchScheme};
+use crate::check::check_range;
 use crate::engine::Rng;
 use crate::packet::Packet;
 use rand::Rng as _;
@@ -65,19 +66,10 @@ impl Default for DrillConfig {
 impl SchemeConfig for DrillConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
     fn validate(&self) -> Result<(), String> {
-        if !(1..=MAX_D).contains(&self.d) {
-            return Err(format!(
-                "lb.d: {} is out of range; use 1..={MAX_D} random samples per packet (DRILL default 2)",
-                self.d
-            ));
-        }
-        if self.m > MAX_M {
-            return Err(format!(
-                "lb.m: {} is out of range; use 0..={MAX_M} remembered ports (DRILL default 1)",
-                self.m
-            ));
-        }
-        Ok(())
+        let samples = "random samples per packet (DRILL default 2)";
+        check_range("lb.d", self.d, 1..=MAX_D, samples)?;
+        let remembered = "remembered ports (DRILL default 1)";
+        check_range("lb.m", self.m, 0..=MAX_M, remembered)
     }
 
     fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {

@@ -29,6 +29,7 @@
 use super::{
     flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
 };
+use crate::check::check_range;
 use crate::engine::mix64;
 use crate::packet::{LbHeader, Packet, PacketKind};
 use crate::units::Time;
@@ -70,12 +71,12 @@ impl Default for HulaConfig {
 impl SchemeConfig for HulaConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
     fn validate(&self) -> Result<(), String> {
-        if !(Time::from_us(1)..=Time::from_ms(10)).contains(&self.probe_period) {
-            return Err(format!(
-                "lb.probe_period: {} is out of range; use 1us..=10ms (HULA default 10us)",
-                self.probe_period
-            ));
-        }
+        check_range(
+            "lb.probe_period",
+            self.probe_period,
+            Time::from_us(1)..=Time::from_ms(10),
+            "(HULA default 10us)",
+        )?;
         for (key, t, example) in [
             ("tau", self.tau, "40us"),
             ("keepalive", self.keepalive, "30us"),

@@ -67,6 +67,7 @@ pub mod rps;
 
 pub mod wrap;
 
+use crate::check::check_range;
 use crate::engine::Rng;
 use crate::metrics::AlertRecord;
 use crate::mmu::Mmu;
@@ -99,13 +100,12 @@ pub const MAX_TABLE_SIZE: u32 = 1 << 24;
 
 /// Checks a scheme's `table_size` (entries of a fixed-size table indexed by flow hash).
 fn check_table_size(size: u32) -> Result<(), String> {
-    if (1..=MAX_TABLE_SIZE).contains(&size) {
-        Ok(())
-    } else {
-        Err(format!(
-            "lb.table_size: {size} is out of range; use 1..={MAX_TABLE_SIZE} entries (e.g. 65536)"
-        ))
-    }
+    check_range(
+        "lb.table_size",
+        size,
+        1..=MAX_TABLE_SIZE,
+        "entries (e.g. 65536)",
+    )
 }
 
 /// Something a scheme asks its switch to do once the hook returns (made by the methods of

@@ -20,6 +20,7 @@
 
 use super::host::{FlowInfo, HostCtx, HostFabric, HostScheme};
 use super::{Capabilities, LbFabric, SchemeConfig, SwitchScheme};
+use crate::check::check_range;
 use crate::units::{Bytes, Time};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -54,21 +55,28 @@ impl Default for PrestoConfig {
 }
 
 impl SchemeConfig for PrestoConfig {
+    /// Checks the values; the message names the key under `[lb]` and the valid range (the
+    /// resequencing keys only with `lb.resequence = true`).
     fn validate(&self) -> Result<(), String> {
-        if self.flowcell.0 == 0 {
-            return Err("lb.flowcell: must be at least 1 byte (Presto: \"64KB\")".into());
-        }
+        check_range(
+            "lb.flowcell",
+            self.flowcell,
+            Bytes(1)..,
+            "(Presto default \"64KB\")",
+        )?;
         if self.resequence && self.reorder_timeout == Time::ZERO {
             return Err(
-                "lb.reorder_timeout: must be above 0 with lb.resequence = true (e.g. \"100us\")"
+                "lb.reorder_timeout: must be above 0 with lb.resequence = true; give a time such as \"100us\" (valid: > 0s)"
                     .into(),
             );
         }
-        if self.resequence && self.reorder_buffer == 0 {
-            return Err(
-                "lb.reorder_buffer: must hold at least 1 packet with lb.resequence = true (e.g. 256)"
-                    .into(),
-            );
+        if self.resequence {
+            check_range(
+                "lb.reorder_buffer",
+                self.reorder_buffer,
+                1..,
+                "held packets per flow with lb.resequence = true (Presto default 256)",
+            )?;
         }
         Ok(())
     }
@@ -188,18 +196,30 @@ mod tests {
             flowcell: Bytes(0),
             ..Default::default()
         };
-        assert!(bad.validate().unwrap_err().starts_with("lb.flowcell"));
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            "lb.flowcell: 0B is out of range; use flowcell >= 1B (Presto default \"64KB\")"
+        );
         let bad = PrestoConfig {
             reorder_timeout: Time::ZERO,
             ..Default::default()
         };
-        assert!(bad
-            .validate()
-            .unwrap_err()
-            .starts_with("lb.reorder_timeout"));
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            "lb.reorder_timeout: must be above 0 with lb.resequence = true; give a time such as \"100us\" (valid: > 0s)"
+        );
+        let bad = PrestoConfig {
+            reorder_buffer: 0,
+            ..Default::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            "lb.reorder_buffer: 0 is out of range; use reorder_buffer >= 1 held packets per flow with lb.resequence = true (Presto default 256)"
+        );
         let off = PrestoConfig {
             resequence: false,
             reorder_timeout: Time::ZERO,
+            reorder_buffer: 0,
             ..Default::default()
         };
         assert_eq!(off.validate(), Ok(()));
