@@ -112,6 +112,7 @@ impl SchemeConfig for CongaConfig {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             fabric: true,
+            dequeue: true,
             acks: self.feedback_on_acks,
             ..Capabilities::default()
         }

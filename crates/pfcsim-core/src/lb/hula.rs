@@ -94,6 +94,7 @@ impl SchemeConfig for HulaConfig {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             fabric: true,
+            dequeue: true,
             ..Capabilities::default()
         }
     }

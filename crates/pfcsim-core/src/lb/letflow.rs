@@ -15,7 +15,7 @@
 //! hardware: flows that collide share an entry (and its flowlets). The timeout is compared
 //! with the gap since the last packet *of the entry*, which every packet refreshes.
 
-use super::{flow_hash, LbCtx, LbFabric, SchemeConfig, SwitchScheme};
+use super::{flow_hash, Capabilities, LbCtx, LbFabric, SchemeConfig, SwitchScheme};
 use crate::engine::mix64;
 use crate::packet::Packet;
 use crate::units::Time;
@@ -75,6 +75,14 @@ impl SchemeConfig for LetFlowConfig {
             );
         }
         super::check_table_size(self.table_size)
+    }
+
+    /// With `source_tor`, the first switch writes the later hops' choices at dequeue.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            dequeue: self.decision == LetFlowDecision::SourceTor,
+            ..Capabilities::default()
+        }
     }
 
     fn switch_scheme(&self, fabric: &LbFabric) -> Box<dyn SwitchScheme> {

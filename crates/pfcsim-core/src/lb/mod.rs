@@ -17,9 +17,9 @@
 //!   or to another ToR (real packets that take link time), set a timer, release held packets.
 //!
 //! Hooks ([`SwitchScheme`]): `on_start` (once, at time zero), `choose` (a data packet needs an
-//! egress among equal-cost candidates), `on_dequeue` (a data packet, and with
-//! [`Capabilities::acks`] an ACK or NACK, leaves an egress queue; the scheme may stamp its
-//! `lb` header), `on_ingress` ([`Capabilities::ingress`]: a data packet arrived; the scheme
+//! egress among equal-cost candidates), `on_dequeue` ([`Capabilities::dequeue`]: a data
+//! packet, and with [`Capabilities::acks`] an ACK or NACK, leaves an egress queue; the scheme
+//! may stamp its `lb` header), `on_ingress` ([`Capabilities::ingress`]: a data packet arrived; the scheme
 //! may hold it in a reorder queue), `on_arrival` ([`Capabilities::scheme_word`]: a packet
 //! carrying the scheme's own header word arrived), `on_control` (a scheme message arrived),
 //! `on_timer`. Data packets carry the [`LbHeader`] (a path tag chosen by a sender or source
@@ -256,6 +256,9 @@ pub struct Capabilities {
     pub loopback: bool,
     /// `on_ingress` is called for every data packet (ConWeave).
     pub ingress: bool,
+    /// `on_dequeue` is called for every data packet leaving an egress (a scheme that writes
+    /// headers or counts bytes as packets leave: LetFlow's `source_tor`, CONGA, HULA, RLB).
+    pub dequeue: bool,
     /// ACKs and NACKs are shown to `on_dequeue` too (CONGA's `feedback_on_acks`).
     pub acks: bool,
     /// Every packet carries a 64-bit header word of the scheme's own, handed to `on_dequeue`,
@@ -325,7 +328,8 @@ pub trait SwitchScheme: Any + std::fmt::Debug {
         let _ = ctx;
     }
 
-    /// A data packet (and, with [`Capabilities::acks`], an ACK or NACK) leaves egress `port`;
+    /// With [`Capabilities::dequeue`], a data packet (and, with [`Capabilities::acks`], an ACK
+    /// or NACK) leaves egress `port`;
     /// the scheme may stamp its `lb` header, and with [`Capabilities::scheme_word`] its own
     /// header word `word` (otherwise `word` is scratch).
     fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet, word: &mut u64) {

@@ -254,6 +254,7 @@ impl SchemeConfig for RlbConfig {
             pinned: true,
             loopback: self.recirculation,
             ingress: inner.ingress,
+            dequeue: true,
             acks: inner.acks || self.piggybacks(),
             scheme_word: self.piggybacks(),
             reorder_queues_per_port: inner.reorder_queues_per_port,

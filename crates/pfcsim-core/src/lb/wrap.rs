@@ -49,10 +49,13 @@ impl Inner {
         ctx.as_layer(Layer::Base, |ctx| self.scheme.on_start(ctx))
     }
 
-    /// The inner scheme's `on_dequeue`; its scheme word is scratch (the word belongs to the
-    /// wrapper).
+    /// The inner scheme's `on_dequeue`, if it asks for it ([`Capabilities::dequeue`]); its
+    /// scheme word is scratch (the word belongs to the wrapper).
     #[inline]
     pub fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet) {
+        if !self.capabilities.dequeue {
+            return;
+        }
         let mut scratch = 0;
         ctx.as_layer(Layer::Base, |ctx| {
             self.scheme.on_dequeue(ctx, port, pkt, &mut scratch)

@@ -588,7 +588,7 @@ impl Simulation {
                     self.ports[p as usize].rec.ecn_marks += 1;
                 }
             }
-            if pkt.kind == PacketKind::Data {
+            if pkt.kind == PacketKind::Data && sw.lb_caps.dequeue {
                 sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
                     lb.on_dequeue(ctx, out_local, pkt, word)
                 });
