@@ -2,10 +2,12 @@
 //! defaults and their validation.
 
 use super::Rlb;
+use crate::check::check_range;
 use crate::lb::host::{HostFabric, HostScheme};
 use crate::lb::{Capabilities, LbConfig, LbFabric, Resequencing, SchemeConfig, SwitchScheme};
 use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
+use std::ops::Bound::Excluded;
 
 /// How a PFC warning ends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,45 +133,28 @@ impl SchemeConfig for RlbConfig {
                 Some(rest) => format!("lb.inner.{rest}"),
                 None => format!("lb.inner: {e}"),
             })?;
+        let ms = Time::from_ms;
         for (key, t, hi, dflt) in [
-            (
-                "interval",
-                self.interval,
-                Time::from_ms(1),
-                "0s (the link delay)",
-            ),
-            ("horizon", self.horizon, Time::from_ms(10), "0s (auto)"),
-            (
-                "warning_ttl",
-                self.warning_ttl,
-                Time::from_ms(100),
-                "0s (4 x interval)",
-            ),
-            (
-                "rtt_period",
-                self.rtt_period,
-                Time::from_ms(10),
-                "0s (base RTT)",
-            ),
+            ("interval", self.interval, ms(1), "the link delay"),
+            ("horizon", self.horizon, ms(10), "auto"),
+            ("warning_ttl", self.warning_ttl, ms(100), "4 x interval"),
+            ("rtt_period", self.rtt_period, ms(10), "base RTT"),
         ] {
-            if t > hi {
-                return Err(format!(
-                    "lb.{key}: {t} is out of range; use 0s..={hi} (RLB default {dflt})"
-                ));
-            }
+            let note = format!("(RLB default 0s ({dflt}))");
+            check_range(&format!("lb.{key}"), t, ..=hi, &note)?;
         }
-        if !(1..=255).contains(&self.max_recirculations) {
-            return Err(format!(
-                "lb.max_recirculations: {} is out of range; use 1..=255 (RLB default 8)",
-                self.max_recirculations
-            ));
-        }
-        if !(self.fault_threshold > 0.0 && self.fault_threshold < self.max_recirculations as f64) {
-            return Err(format!(
-                "lb.fault_threshold: {} is out of range; use a value above 0 and below lb.max_recirculations ({}) (RLB default 3)",
-                self.fault_threshold, self.max_recirculations
-            ));
-        }
+        check_range(
+            "lb.max_recirculations",
+            self.max_recirculations,
+            1..=255,
+            "(RLB default 8)",
+        )?;
+        check_range(
+            "lb.fault_threshold",
+            self.fault_threshold,
+            (Excluded(0.0), Excluded(self.max_recirculations as f64)),
+            "(the upper bound is lb.max_recirculations; RLB default 3)",
+        )?;
         let remembers = match &*self.inner {
             LbConfig::Drill(d) => d.m > 0,
             LbConfig::LetFlow(_) => true,
@@ -274,5 +259,27 @@ mod tests {
         .validate()
         .is_ok());
         assert!(RlbConfig::default().validate().is_ok());
+    }
+
+    /// The range messages name the key, the value, the valid range and RLB's default.
+    #[test]
+    fn range_errors_give_the_valid_range_and_the_default() {
+        let interval = Time::from_ms(2);
+        for (bad, message) in [
+            (
+                RlbConfig { interval, ..Default::default() },
+                "lb.interval: 2ms is out of range; use interval <= 1ms (RLB default 0s (the link delay))",
+            ),
+            (
+                RlbConfig { max_recirculations: 0, ..Default::default() },
+                "lb.max_recirculations: 0 is out of range; use 1..=255 (RLB default 8)",
+            ),
+            (
+                RlbConfig { fault_threshold: 9.0, ..Default::default() },
+                "lb.fault_threshold: 9 is out of range; use 0 < fault_threshold < 8 (the upper bound is lb.max_recirculations; RLB default 3)",
+            ),
+        ] {
+            assert_eq!(bad.validate().unwrap_err(), message);
+        }
     }
 }
