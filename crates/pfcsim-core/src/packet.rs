@@ -192,12 +192,6 @@ impl PacketArena {
         }
     }
 
-    /// Whether packets carry a scheme word.
-    #[inline]
-    pub fn has_scheme_words(&self) -> bool {
-        self.scheme_words
-    }
-
     /// A packet and its scheme word (only in an arena [`PacketArena::with_scheme_words`]).
     #[inline]
     pub fn with_word_mut(&mut self, id: PacketId) -> (&mut Packet, &mut u64) {

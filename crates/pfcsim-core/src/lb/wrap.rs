@@ -35,11 +35,6 @@ impl Inner {
         self.capabilities
     }
 
-    /// The inner scheme itself (tests and diagnostics).
-    pub fn scheme(&self) -> &dyn SwitchScheme {
-        &*self.scheme
-    }
-
     #[inline]
     pub fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
         ctx.as_layer(Layer::Base, |ctx| self.scheme.choose(ctx, pkt, candidates))
