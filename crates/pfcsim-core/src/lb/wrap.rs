@@ -81,3 +81,80 @@ impl Inner {
         out.of(self.name, |out| self.scheme.counters(out))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::lb::probe::ProbeConfig;
+    use crate::lb::rlb::cnm_meta;
+    use crate::lb::{
+        on_control, on_timer, Layer, LbAction, LbConfig, LbFabric, PortDir, Rlb, RlbConfig,
+        SwitchScheme, TestSwitch,
+    };
+    use crate::packet::{LbHeader, Packet, PacketKind};
+    use crate::units::Time;
+
+    /// The test-only scheme (which answers a PING message with a PONG, and whose first
+    /// decision sets timer 7) inside RLB, at a switch of four uplinks.
+    fn wrapped_probe() -> Rlb {
+        let cfg = RlbConfig {
+            inner: Box::new(LbConfig::Probe(ProbeConfig {})),
+            recirculation: false,
+            ..RlbConfig::default()
+        };
+        let fabric = LbFabric {
+            nodes: 8,
+            port_dir: vec![PortDir::Up; 4],
+            port_rate_bps: vec![100_000_000_000; 4],
+            port_delay_ps: vec![1_000_000; 4],
+            ..LbFabric::default()
+        };
+        Rlb::new(&cfg, &fabric)
+    }
+
+    /// The inner scheme's timers and messages are its own (`Layer::Base`) and come back to it;
+    /// the wrapper's go to the wrapper. Checked to fail when `Inner` does not run its scheme as
+    /// `Layer::Base`, and when `on_control` or `on_timer` ignore the layer.
+    #[test]
+    fn the_inner_schemes_timers_and_messages_reach_it_and_the_wrappers_reach_the_wrapper() {
+        let mut rlb = wrapped_probe();
+        let mut sw = TestSwitch::new(0);
+        sw.layer = Layer::Wrapper;
+        let mut pkt = Packet::new(PacketKind::Data);
+        pkt.priority = 3;
+        assert_eq!(rlb.choose(&mut sw.ctx(0), &pkt, &[3]), 3);
+        let timer = LbAction::SetTimer {
+            at: Time::from_us(1),
+            token: 7,
+            layer: Layer::Base,
+        };
+        assert_eq!(sw.actions.drain(..).collect::<Vec<_>>(), [timer]);
+        let (ping, pong) = (
+            LbHeader {
+                path_tag: 0,
+                meta: 42,
+            },
+            LbHeader {
+                path_tag: 0,
+                meta: 43,
+            },
+        );
+        on_timer(&mut rlb, &mut sw.ctx(1_000), Layer::Base, 7);
+        let sent = |header| LbAction::SendControl {
+            port: 3,
+            header,
+            layer: Layer::Base,
+        };
+        assert_eq!(sw.actions.drain(..).collect::<Vec<_>>(), [sent(ping)]);
+        on_control(&mut rlb, &mut sw.ctx(2_000), Layer::Base, 3, &ping);
+        assert_eq!(sw.actions.drain(..).collect::<Vec<_>>(), [sent(pong)]);
+        // A wrapper message is RLB's: a warning of port 3, priority 3; the inner scheme sees
+        // nothing of it.
+        let warning = LbHeader {
+            path_tag: 0,
+            meta: cnm_meta(true, 3, 3),
+        };
+        on_control(&mut rlb, &mut sw.ctx(3_000), Layer::Wrapper, 3, &warning);
+        assert!(sw.actions.is_empty());
+        assert!(rlb.warned(3, 3, Time::from_ns(3_000)));
+    }
+}

@@ -695,3 +695,20 @@ fn timer_of(code: u64) -> (Layer, u64) {
     };
     (layer, code & !(1 << 63))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{timer_code, timer_of};
+    use crate::lb::Layer;
+
+    /// A wrapper's timers carry bit 63 in their event (as RLB's tokens did before the layer
+    /// existed, so fingerprints are unchanged), the base scheme's none; both come back whole.
+    #[test]
+    fn a_timer_code_keeps_the_layer_in_its_top_bit_and_gives_both_back() {
+        assert_eq!(timer_code(Layer::Wrapper, 1), 1 << 63 | 1);
+        assert_eq!(timer_code(Layer::Base, 1), 1);
+        for layer in [Layer::Base, Layer::Wrapper] {
+            assert_eq!(timer_of(timer_code(layer, 12_345)), (layer, 12_345));
+        }
+    }
+}
