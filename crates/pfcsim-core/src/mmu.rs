@@ -201,6 +201,11 @@ impl Mmu {
         self.shared_of(q) + q.hdrm
     }
 
+    /// Bytes below the XOFF threshold a paused queue must drain to before RESUME.
+    pub fn resume_offset(&self) -> u64 {
+        self.resume_offset
+    }
+
     /// Whether this switch has PAUSE outstanding for (port, prio).
     pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
         self.queues[Self::idx(port, prio)].paused

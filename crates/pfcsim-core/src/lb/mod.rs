@@ -59,6 +59,7 @@ pub mod ecmp;
 pub mod hermes;
 pub mod host;
 pub mod hula;
+pub mod lbodsn;
 pub mod letflow;
 pub mod plb;
 pub mod presto;
@@ -92,6 +93,7 @@ pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
 pub use hermes::{Hermes, HermesConfig};
 pub use hula::{Hula, HulaConfig};
+pub use lbodsn::{Lbodsn, LbodsnConfig};
 pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
 pub use plb::{Plb, PlbConfig};
 pub use presto::{Presto, PrestoConfig, Resequencing};
@@ -562,6 +564,8 @@ schemes! {
         "wraps a switch-side scheme ([lb.inner]): predicts PFC from ingress queue growth and warns the upstream switch, which reroutes or recirculates packets bound for a warned path (RLB; adaptive = true: RLB*)";
     "plb" => Plb(PlbConfig),
         "the source ToR classes paths non-congested, congested or undetermined (paused) from piggybacked RTT and utilization samples; a per-packet delay budget decides when a PFC pause kicks a path out";
+    "lbodsn" => Lbodsn(LbodsnConfig),
+        "the destination ToR predicts a PFC pause of an ingress queue, picks the flows filling it and tells their source ToR which flow to move and where (FCN); stale CNPs of the old path are filtered and the destination ToR restores order";
     "clove" => Clove(CloveConfig),
         "host-side: flowlets on paths drawn by weight; a path's weight is cut by a third on an ECN echo, spread over the others (or uniform: edge_flowlet)";
     #[cfg(test)]

@@ -10,6 +10,7 @@ mod faults;
 mod golden;
 mod hermes;
 mod host_schemes;
+mod lbodsn;
 mod metrics;
 mod plb;
 mod rlb;
