@@ -47,6 +47,10 @@ PORT_TOTALS = {
     "ecn_marks": "sum(ecn_marks)",
     "port_drops": "sum(drops)",
     "lb_messages": "sum(lb_messages_sent)",
+    # Reorder queues (schemes that hold packets at the destination ToR): the most any egress
+    # had in use at once, and the largest time average of an egress.
+    "reorder_queues_max": "max(reorder_queues_max)",
+    "reorder_queues_mean": "max(reorder_queues_mean)",
 }
 #: (Totals of retransmitted bytes, out-of-order arrivals and stalled flows come with the
 #: summary's `all` row.)

@@ -97,7 +97,7 @@ fn feed(
         ctx.mmu = Some(mmu);
         assert_eq!(lb.on_ingress(&mut ctx, &mut p, &[0]), Ingress::Forward);
         mmu.arrive(2, 3, 1_000);
-        now = now + Time::from_ns(80);
+        now += Time::from_ns(80);
     }
     now
 }
@@ -152,7 +152,7 @@ fn one_fcn_per_ingress_queue_per_gap() {
         }
         sw.actions.clear();
         mmu.arrive(2, 3, 1_000);
-        now = now + Time::from_ns(80);
+        now += Time::from_ns(80);
     }
     assert!(times.len() >= 2, "{times:?}");
     for w in times.windows(2) {
