@@ -65,6 +65,7 @@ pub mod plb;
 pub mod presto;
 #[cfg(test)]
 pub mod probe;
+pub mod reorder;
 pub mod rlb;
 pub mod rps;
 

@@ -32,8 +32,8 @@
 //! uplink choices; in more than two tiers the upper tiers hash the 5-tuple (as CONGA here).
 //!
 //! Files: `config.rs` the parameters, `header.rs` the header fields, `source.rs` the source-ToR
-//! side, `reorder.rs` the destination-ToR side (with [`ReorderQueues`], reusable by any scheme
-//! that reorders at the destination ToR); here the per-switch state and the switch hooks.
+//! side, `reorder.rs` the destination-ToR side (on [`ReorderQueues`], `lb/reorder.rs`, shared
+//! with LBoDSN); here the per-switch state and the switch hooks.
 
 mod config;
 mod header;
@@ -42,11 +42,11 @@ mod source;
 #[cfg(test)]
 mod tests;
 
+pub use crate::lb::reorder::ReorderQueues;
 pub use config::ConWeaveConfig;
 pub use header::{
     pack_data, unpack_data, FLAG_DATA, FLAG_INIT, FLAG_TAIL, MSG_CLEAR, MSG_NOTIFY, MSG_REPLY,
 };
-pub use reorder::ReorderQueues;
 pub use source::TxFlow;
 
 use crate::engine::mix64;

@@ -41,8 +41,8 @@ mod tests;
 pub use config::LbodsnConfig;
 pub use source::{Class, TxFlow};
 
-use super::conweave::ReorderQueues;
 use super::dre::PortDres;
+use super::reorder::ReorderQueues;
 use super::{flow_hash, Counters, Ingress, LbCtx, LbFabric, PortDir, SwitchScheme, NO_TOR};
 use crate::engine::mix64;
 use crate::packet::{LbHeader, Packet, PacketKind};

@@ -1,5 +1,5 @@
-//! Reordering at the destination ToR, on ConWeave's reorder queues
-//! ([`crate::lb::conweave::ReorderQueues`], shared, not copied).
+//! Reordering at the destination ToR, on the reorder queues ConWeave uses
+//! ([`crate::lb::reorder::ReorderQueues`], shared, not copied).
 //!
 //! Per flow (a hashed table): the epoch `cur` whose packets pass. A packet of `cur` passes;
 //! if it is the TAIL, `cur` moves on (at once, or when the flow's reorder queue flushes 1 ns

@@ -14,7 +14,7 @@
 //!   flow's next epoch. Until the destination ToR answers the NEW packet, the flow's CNPs are
 //!   stale ([`super::cnp`]) and further FCNs for it are ignored (one move at a time).
 
-use super::header::{timestamp, Data};
+use super::header::{timestamp, Data, MAX_UPLINKS};
 use super::Lbodsn;
 use crate::lb::LbCtx;
 use crate::packet::Packet;
@@ -63,37 +63,38 @@ impl Lbodsn {
         }
     }
 
-    /// The path of a new flow to `tor` among the uplinks `candidates` at priority `prio`.
+    /// The path of a new flow to `tor` among the uplinks `candidates` at priority `prio`
+    /// (no allocation: at most [`MAX_UPLINKS`] uplinks).
     pub(super) fn place(&mut self, ctx: &mut LbCtx, tor: u32, candidates: &[u16], prio: u8) -> u8 {
-        let n = candidates.len().min(self.n_up);
-        let mut best: Vec<u8> = Vec::with_capacity(n);
+        let n = candidates.len().min(self.n_up).min(MAX_UPLINKS);
+        let mut best = [0u8; MAX_UPLINKS];
+        let mut n_best = 0;
         let mut best_class = Class::Congested;
         for (up, &port) in candidates.iter().enumerate().take(n) {
             let c = self.class(ctx.now, tor, up as u8, port);
             if c < best_class {
                 best_class = c;
-                best.clear();
+                n_best = 0;
             }
             if c == best_class && c != Class::Congested {
-                best.push(up as u8);
+                best[n_best] = up as u8;
+                n_best += 1;
             }
         }
-        if !best.is_empty() {
-            return best[ctx.rng.gen_range(0..best.len())];
+        if n_best > 0 {
+            return best[ctx.rng.gen_range(0..n_best)];
         }
         // All congested: among the 3 least-loaded local queues.
-        let mut by_load: Vec<(u64, u8)> = (0..n)
-            .map(|up| {
-                let q = ctx
-                    .ports
-                    .get(candidates[up] as usize)
-                    .map_or(0, |p| p.queue_bytes(prio));
-                (q, up as u8)
-            })
-            .collect();
-        by_load.sort_unstable();
-        let k = by_load.len().min(3);
-        by_load[ctx.rng.gen_range(0..k)].1
+        let mut by_load = [(0u64, 0u8); MAX_UPLINKS];
+        for (up, slot) in by_load.iter_mut().enumerate().take(n) {
+            let q = ctx
+                .ports
+                .get(candidates[up] as usize)
+                .map_or(0, |p| p.queue_bytes(prio));
+            *slot = (q, up as u8);
+        }
+        by_load[..n].sort_unstable();
+        by_load[ctx.rng.gen_range(0..n.min(3))].1
     }
 
     /// A data packet from one of this ToR's hosts to ToR `tor`: its path, stamped.
