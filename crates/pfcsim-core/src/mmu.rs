@@ -201,6 +201,17 @@ impl Mmu {
         self.shared_of(q) + q.hdrm
     }
 
+    /// Every byte charged to (port, prio): reserve, shared pool and headroom (monitors).
+    pub fn charged(&self, port: usize, prio: u8) -> u64 {
+        let q = &self.queues[Self::idx(port, prio)];
+        q.ingress + q.hdrm
+    }
+
+    /// The bytes each (port, priority) may use before touching the shared pool.
+    pub fn reserve(&self) -> u64 {
+        self.reserve
+    }
+
     /// Whether this switch has PAUSE outstanding for (port, prio).
     pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
         self.queues[Self::idx(port, prio)].paused

@@ -11,5 +11,6 @@ mod golden;
 mod hermes;
 mod host_schemes;
 mod metrics;
+mod monitors;
 mod rlb;
 mod testing;
