@@ -18,8 +18,8 @@ The figures of a run's monitors (`RUN_KINDS`, docs/metrics.md) draw one panel pe
   `node<-peer`, with each switch's PFC XOFF level dashed (`y = "egress_bytes"`: the egress
   queues, `node->peer`);
 * `pfc-timeline`: the intervals during which each link direction was paused by PFC (a Gantt
-  chart, from the frames received; from the frames sent if the monitor watched only the
-  switches sending them);
+  chart of the `MAX_SERIES` paused longest, from the frames received; from the frames sent
+  for the links whose paused end the monitor did not watch);
 * `rate`: each watched flow's sending rate (`y = "acked_bytes"`: bytes acknowledged);
 * `util`: each watched port's utilization per interval (`y = "tx_bytes"`: bytes sent).
 
@@ -584,13 +584,18 @@ def _queue_panel(ax: Axes, rows: pd.DataFrame, results: Results, y: str) -> None
 
 def _pfc_panel(ax: Axes, rows: pd.DataFrame, results: Results, _y: str | None) -> None:
     """The intervals each link direction was paused (any priority), as horizontal bars."""
+    import pandas as pd
+
+    # A received frame stops the receiving port's egress; a frame sent out of a port stops the
+    # far end's egress, which counts from the sent frames only where no received one says so
+    # (the monitor did not watch the far end: a host, or a switch left out).
     received = rows[rows["direction"] == "received"]
-    if received.empty:
-        # Only the senders were watched: the pause stops the far end of the sending port.
-        sent = rows[rows["direction"] == "sent"]
-        links = sent.assign(source=sent["peer"], target=sent["node"])
-    else:
-        links = received.assign(source=received["node"], target=received["peer"])
+    received = received.assign(source=received["node"], target=received["peer"])
+    sent = rows[rows["direction"] == "sent"]
+    sent = sent.assign(source=sent["peer"], target=sent["node"])
+    seen = set(zip(received["source"], received["target"], strict=True))
+    unseen = [(s, t) not in seen for s, t in zip(sent["source"], sent["target"], strict=True)]
+    links = pd.concat([received, sent[unseen]])
     end = results.stats["end_ps"]
     intervals: dict[tuple[int, int], list[tuple[float, float]]] = {}
     open_since: dict[tuple[int, int, int], int] = {}

@@ -100,6 +100,13 @@ fn an_incast_queue_reaches_xoff_when_the_pause_is_logged_and_falls_after_the_res
     let freed = first(pfc, 0, "received", "resume");
     assert!(got.time_ps > pause.time_ps && freed.time_ps > resume.time_ps);
     assert_eq!(freed.duration_ps, Some(freed.time_ps - got.time_ps));
+    // The received pauses add up to the time ports.parquet says the egress was paused.
+    let logged: u64 = pfc
+        .iter()
+        .filter(|e| (e.node, e.direction, e.frame) == (0, "received", "resume"))
+        .map(|e| e.duration_ps.unwrap())
+        .sum();
+    assert_eq!(logged, crate::testing::port(&out, 0, 3).paused_time_ps);
     assert_eq!(out.stats.monitor_counters["monitor.pfc_events_dropped"], 0);
 }
 
