@@ -284,10 +284,11 @@ def _indexed_keys(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the index has table `name`."""
+    # fetchall: a result left unfinished would block the connection's next `register`.
     found = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-    ).fetchone()
-    return bool(found and found[0])
+    ).fetchall()
+    return bool(found and found[0][0])
 
 
 def _append_runs(con: duckdb.DuckDBPyConnection, table: str, folders: list[Path]) -> None:
