@@ -130,7 +130,9 @@ impl Simulation {
     }
 
     /// Monitor `i` looks at time `t` (the state is that after the last event), then sets its
-    /// next look.
+    /// next look. Kept out of line: the event loop of a run without monitors stays as it was.
+    #[cold]
+    #[inline(never)]
     pub(super) fn monitor_look(&mut self, t: Time, i: u32) {
         let mut mons = self
             .monitors
@@ -280,6 +282,8 @@ impl Simulation {
 
     /// A PFC frame for priority `prio` was queued out of (`sent`) or arrived at (not `sent`)
     /// global port `p`; `paused_for`: for a received RESUME, how long the egress was paused.
+    #[cold]
+    #[inline(never)]
     pub(super) fn monitor_pfc(
         &mut self,
         p: u32,
