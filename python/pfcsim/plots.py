@@ -425,13 +425,15 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
         if request.kind == "lines":
             _lines(ax, chosen, request, request.y)
         else:
-            width = 0.8 / max(len(names), 1)
+            # Series named by the x field itself: one full-width bar per category.
+            alone = _series_fields(request) == [request.x]
+            width = 0.8 if alone else 0.8 / max(len(names), 1)
             for i, series in enumerate(names):
                 means = chosen[chosen[SERIES] == series].groupby(request.x)[request.y].mean()
                 means = normalized(means, request.normalize)
                 heights = [means.get(c, np.nan) for c in categories]
-                offsets = np.arange(len(categories)) + (i - (len(names) - 1) / 2) * width
-                ax.bar(offsets, heights, width=width, label=series)
+                shift = 0 if alone else (i - (len(names) - 1) / 2) * width
+                ax.bar(np.arange(len(categories)) + shift, heights, width=width, label=series)
             ax.set_xticks(np.arange(len(categories)), [str(c) for c in categories])
             if not all(_sort_key(c)[0] == 0 for c in categories):
                 # Text categories (scheme names) are long: slant them so they do not overlap.

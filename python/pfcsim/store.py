@@ -57,6 +57,13 @@ FLOW_TOTALS = {
     "max_ooo_degree": "max(max_ooo_degree)",
     "nacks": "sum(nacks_received)",
     "timeouts": "sum(timeouts)",
+    # The completion time of the flows of the first [[traffic]] entry (the last of them to
+    # finish; NULL while one is unfinished): for a one-flow entry, such as the victim flow of
+    # a scripted scenario, its FCT.
+    "traffic0_fct_us": (
+        "CASE WHEN count(*) FILTER (WHERE generator = 0 AND fct_ps IS NULL) = 0"
+        " THEN max(fct_ps) FILTER (WHERE generator = 0) / 1e6 END"
+    ),
 }
 
 #: Incast completion times added to the `runs` table. An incast is the set of flows of an

@@ -234,6 +234,13 @@ def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
     assert ticks[0] == ticks[1]
     assert sorted(ticks[0]) == ["ecmp", "rps"]
     assert {t.get_rotation() for ax in figure.axes for t in ax.get_xticklabels()} == {30.0}
+    # Series named by the x field: one centred, full-width bar per category.
+    alone = dataclasses.replace(bars, series="scheme", panels=None)
+    figure = plots._generic(store, runs, alone)
+    drawn = [bar for bars in figure.axes[0].containers for bar in bars]
+    centres = sorted(bar.get_x() + bar.get_width() / 2 for bar in drawn if bar.get_height() > 0)
+    assert centres == pytest.approx([0.0, 1.0])
+    assert [bar.get_width() for bar in drawn] == pytest.approx([0.8] * len(drawn))
 
 
 def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root: Path) -> None:

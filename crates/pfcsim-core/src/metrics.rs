@@ -10,6 +10,8 @@ pub struct FlowRecord {
     pub flow_id: u32,
     /// Which traffic source made the flow (`poisson`, `incast`, `background`, `scripted`, `flow_file`).
     pub source: &'static str,
+    /// Index of the `[[traffic]]` entry that made the flow.
+    pub generator: u16,
     pub src: u32,
     pub dst: u32,
     /// UDP ports of the queue pair (the entropy ECMP hashes on).

@@ -160,6 +160,10 @@ pub struct PacketArena {
     /// (empty otherwise).
     words: Vec<u64>,
     scheme_words: bool,
+    /// When each slot's packet arrived at the switch holding it, if the run's scheme reads
+    /// sojourn times (empty otherwise).
+    arrivals: Vec<Time>,
+    track_arrivals: bool,
     free: Vec<u32>,
     live: usize,
 }
@@ -172,6 +176,15 @@ impl PacketArena {
         PacketArena {
             scheme_words,
             ..Default::default()
+        }
+    }
+
+    /// This arena, keeping for each packet the time it arrived at the switch holding it
+    /// ([`PacketArena::set_arrival`]), if `track` (schemes that read sojourn times).
+    pub fn with_arrivals(self, track: bool) -> PacketArena {
+        PacketArena {
+            track_arrivals: track,
+            ..self
         }
     }
 
@@ -188,8 +201,25 @@ impl PacketArena {
             if self.scheme_words {
                 self.words.push(0);
             }
+            if self.track_arrivals {
+                self.arrivals.push(Time::ZERO);
+            }
             PacketId(self.slots.len() as u32 - 1)
         }
+    }
+
+    /// Records that packet `id` arrived at a switch at `at` (only in an arena
+    /// [`PacketArena::with_arrivals`]).
+    #[inline]
+    pub fn set_arrival(&mut self, id: PacketId, at: Time) {
+        self.arrivals[id.0 as usize] = at;
+    }
+
+    /// When packet `id` arrived at the switch holding it (only in an arena
+    /// [`PacketArena::with_arrivals`]).
+    #[inline]
+    pub fn arrival(&self, id: PacketId) -> Time {
+        self.arrivals[id.0 as usize]
     }
 
     /// A packet and its scheme word (only in an arena [`PacketArena::with_scheme_words`]).

@@ -106,6 +106,18 @@ impl PortState {
         self.total_queue_bytes = bytes;
     }
 
+    /// Pauses (or resumes) priority `prio` and sets its queued bytes (unit tests of schemes
+    /// that read pause states).
+    #[cfg(test)]
+    pub(crate) fn set_test_pause(&mut self, prio: u8, paused: bool, queued: u64) {
+        if paused {
+            self.paused |= 1 << prio;
+        } else {
+            self.paused &= !(1 << prio);
+        }
+        self.prio[prio as usize].bytes = queued;
+    }
+
     /// An idle port of a link of `rate` and `delay`: at node `node` (its `owner`), facing
     /// port `peer` of node `peer_node` (`peer_ref`), with the RED parameters `ecn` (kmin,
     /// kmax, pmax; kmin `u64::MAX`: no marking) and its record `rec`.

@@ -226,6 +226,9 @@ impl Scenario {
             load_cdf: &load_cdf,
             read_file: &read,
         };
+        if spec.traffic.len() > u16::MAX as usize {
+            return err("traffic: more than 65,535 [[traffic]] entries; merge scripted flows into fewer entries");
+        }
         let mut flows = Vec::new();
         for (i, t) in spec.traffic.iter().enumerate() {
             flows.extend(

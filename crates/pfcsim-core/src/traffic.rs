@@ -37,6 +37,8 @@ pub struct FlowSpec {
     pub priority: u8,
     pub dport: u16,
     pub source: &'static str,
+    /// Index of the `[[traffic]]` entry that made the flow (0 for flows built in code).
+    pub generator: u16,
     /// Path pinned by the sender, stamped on every data packet (0: none); see
     /// [`crate::packet::LbHeader::path_tag`] for the encoding.
     pub path_tag: u32,
@@ -212,6 +214,7 @@ impl TrafficSpec {
             priority,
             dport: 100,
             source,
+            generator: index as u16,
             path_tag: 0,
         };
         match self {
@@ -396,6 +399,7 @@ impl TrafficSpec {
                         priority: fl.priority,
                         dport: fl.dport.unwrap_or(100),
                         source: "flow_file",
+                        generator: index as u16,
                         path_tag: 0,
                     });
                 }

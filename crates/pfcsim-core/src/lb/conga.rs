@@ -1,12 +1,12 @@
 //! CONGA (Alizadeh et al., SIGCOMM'14): congestion-aware flowlet placement at the source leaf,
 //! with the congestion of each leaf-to-leaf path measured in the data plane and fed back.
 //!
-//! * Every switch keeps a DRE (discounting rate estimator) per fabric-facing egress: a register
-//!   `X` that grows by the wire bytes of each data packet sent and is multiplied by `1 - alpha`
-//!   every `t_dre` (at multiples of `t_dre` since time zero). Its quantized value,
-//!   `floor(8 X / (C tau) 2^q_bits)` with `tau = t_dre / alpha` and `C` the port's rate, is the
-//!   port's congestion metric (about `2^q_bits` at full utilization; not clamped, as in both
-//!   reference codes, but saturating at 255 in the 8-bit header field).
+//! * Every switch keeps a DRE (discounting rate estimator, [`super::dre`]) per fabric-facing
+//!   egress: a register `X` that grows by the wire bytes of each data packet sent and is
+//!   multiplied by `1 - alpha` every `t_dre` (at multiples of `t_dre` since time zero). Its
+//!   quantized value, `floor(8 X / (C tau) 2^q_bits)` with `tau = t_dre / alpha` and `C` the
+//!   port's rate, is the port's congestion metric (about `2^q_bits` at full utilization; not
+//!   clamped, as in both reference codes, but saturating at 255 in the 8-bit header field).
 //! * A data packet leaving its source leaf on an uplink gets the overlay fields: LBTag (the
 //!   uplink's index, in byte 0 of `path_tag`), CE = the uplink's metric, and one feedback entry
 //!   (FB_LBTag, FB_Metric) taken from the leaf's Congestion-From-Leaf table for the packet's
@@ -28,6 +28,7 @@
 //! Parameter defaults follow conweave-ns3, the RDMA reference; `docs/schemes/conga.md`
 //! compares the sources.
 
+use super::dre::PortDres;
 use super::{
     flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
 };
@@ -147,39 +148,6 @@ pub fn meta_feedback(meta: u32) -> Option<(u8, u8)> {
     (tag != 0).then(|| ((tag - 1) as u8, (meta >> 8) as u8))
 }
 
-/// A discounting rate estimator, decayed lazily: reading it at time `t` gives exactly what a
-/// timer multiplying it by `1 - alpha` at every multiple of `t_dre` would have left.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Dre {
-    /// Bytes (discounted).
-    x: f64,
-    /// Index of the last decrement period applied (`now / t_dre`).
-    epoch: u64,
-}
-
-impl Dre {
-    #[inline]
-    fn decay(&mut self, now: u64, t_dre: u64, keep: f64) {
-        let e = now / t_dre;
-        if e > self.epoch {
-            let k = e - self.epoch;
-            // (1 - alpha)^k underflows long before 4096 periods for any alpha >= 0.2.
-            self.x = if k > 4096 {
-                0.0
-            } else {
-                self.x * keep.powi(k as i32)
-            };
-            self.epoch = e;
-        }
-    }
-
-    /// The register's value at `now` (bytes).
-    pub fn value(&mut self, now: u64, t_dre: u64, keep: f64) -> f64 {
-        self.decay(now, t_dre, keep);
-        self.x
-    }
-}
-
 /// A remote metric with the time it was last written (`u64::MAX`: never).
 #[derive(Clone, Copy, Debug)]
 struct Remote {
@@ -198,10 +166,6 @@ const NEVER: Remote = Remote {
 /// One switch's CONGA state.
 #[derive(Clone, Debug)]
 pub struct Conga {
-    t_dre: u64,
-    keep: f64,
-    /// `8 * 2^q_bits / tau` in 1/s: metric = x * scale / rate_bps.
-    scale: f64,
     timeout: u64,
     aging: u64,
     sampled: usize,
@@ -209,13 +173,12 @@ pub struct Conga {
     tor_of: Vec<u32>,
     my_tor: Option<u32>,
     port_dir: Vec<PortDir>,
-    /// Line rate of each local port (bit/s), the `C` of the quantization.
-    rate_bps: Vec<f64>,
     /// Per local port: its index among the uplinks (`u8::MAX`: not an uplink).
     up_index: Vec<u8>,
     /// Uplinks of this leaf (entries per leaf in the remote tables).
     width: usize,
-    dre: Vec<Dre>,
+    /// The DRE of each local port.
+    dres: PortDres,
     /// `to_leaf[tor * width + uplink]`: congestion of my path via `uplink` to leaf `tor`.
     to_leaf: Vec<Remote>,
     /// `from_leaf[tor * width + tag]`: congestion of leaf `tor`'s path `tag` towards me.
@@ -231,7 +194,6 @@ impl Conga {
         if let Err(e) = cfg.validate() {
             panic!("invalid [lb] config: {e}");
         }
-        let tau_s = cfg.t_dre.as_secs_f64() / cfg.alpha;
         let mut up_index = vec![u8::MAX; fabric.port_dir.len()];
         let mut width = 0;
         for (i, d) in fabric.port_dir.iter().enumerate() {
@@ -247,9 +209,6 @@ impl Conga {
             0
         };
         Conga {
-            t_dre: cfg.t_dre.ps(),
-            keep: 1.0 - cfg.alpha,
-            scale: 8.0 * (1u64 << cfg.q_bits) as f64 / tau_s,
             timeout: cfg.flowlet_timeout.ps(),
             aging: cfg.aging.ps(),
             sampled: cfg.sampled_paths as usize,
@@ -257,10 +216,9 @@ impl Conga {
             tor_of: fabric.tor_of.clone(),
             my_tor: fabric.my_tor,
             port_dir: fabric.port_dir.clone(),
-            rate_bps: fabric.port_rate_bps.iter().map(|&r| r as f64).collect(),
             up_index,
             width,
-            dre: vec![Dre::default(); fabric.port_dir.len()],
+            dres: PortDres::new(cfg.t_dre, cfg.alpha, cfg.q_bits, &fabric.port_rate_bps),
             to_leaf: vec![NEVER; tables],
             from_leaf: vec![NEVER; tables],
             fb_next: vec![0; if is_leaf { fabric.tors as usize } else { 0 }],
@@ -284,8 +242,7 @@ impl Conga {
 
     /// Quantized congestion metric of local egress `port` at `now`.
     fn local_metric(&mut self, now: u64, port: u16) -> u32 {
-        let x = self.dre[port as usize].value(now, self.t_dre, self.keep);
-        (x * self.scale / self.rate_bps[port as usize]) as u32
+        self.dres.metric(now, port)
     }
 
     /// Congestion of the path to leaf `tor` via local `port`: the max of the local metric and
@@ -396,10 +353,7 @@ impl SwitchScheme for Conga {
     /// one, which counts 0 once aged).
     fn samples(&self, now: Time, emit: &mut dyn FnMut(&'static str, u32, f64)) {
         let now = now.ps();
-        let local = |port: usize| {
-            let mut dre = self.dre[port];
-            (dre.value(now, self.t_dre, self.keep) * self.scale / self.rate_bps[port]) as u32
-        };
+        let local = |port: usize| self.dres.metric_at(now, port as u16);
         for (port, dir) in self.port_dir.iter().enumerate() {
             if matches!(dir, PortDir::Up | PortDir::Down | PortDir::Flat) {
                 emit("dre_metric", port as u32, local(port) as f64);
@@ -433,8 +387,7 @@ impl SwitchScheme for Conga {
         let leaf = self.my_tor.is_some();
         match (pkt.kind, dir) {
             (PacketKind::Data, PortDir::Up | PortDir::Down | PortDir::Flat) => {
-                self.dre[port as usize].decay(now, self.t_dre, self.keep);
-                self.dre[port as usize].x += pkt.wire_bytes as f64;
+                self.dres.add(now, port, pkt.wire_bytes as u64);
                 let q = self.local_metric(now, port).min(255) as u8;
                 let up = self.up_index[port as usize];
                 if leaf && pkt.hop == 0 && up != u8::MAX {
@@ -480,26 +433,6 @@ impl SwitchScheme for Conga {
 mod tests {
     use super::*;
     use crate::lb::TestSwitch;
-
-    #[test]
-    fn dre_decays_geometrically_at_multiples_of_t_dre() {
-        let (t, keep) = (50_000_000u64, 0.8);
-        let mut d = Dre::default();
-        d.decay(10, t, keep);
-        d.x += 1000.0;
-        // Still in period 0: no decay yet.
-        assert_eq!(d.value(t - 1, t, keep), 1000.0);
-        // k periods later: x0 (1 - alpha)^k, whether read every period or once.
-        assert!((d.value(t, t, keep) - 800.0).abs() < 1e-9);
-        let mut e = d;
-        assert!((e.value(5 * t + 7, t, keep) - 1000.0 * 0.8f64.powi(5)).abs() < 1e-9);
-        for k in 2..=5 {
-            d.value(k * t, t, keep);
-        }
-        assert!((d.x - e.x).abs() < 1e-9);
-        // Long idle: back to zero.
-        assert_eq!(d.value(10_000 * t, t, keep), 0.0);
-    }
 
     #[test]
     fn meta_packs_ce_and_feedback() {
@@ -595,7 +528,7 @@ mod tests {
         let mut spine = Conga::new(&cfg, &spine_fabric());
         let mut w = TestSwitch::new(0);
         // Load spine port 1 to a metric of about 5: 5/8 of tau's worth of bytes at line rate.
-        spine.dre[1].x = bytes_for_metric(5.2) as f64;
+        spine.dres.set_bytes(1, bytes_for_metric(5.2) as f64);
         let mut p = data(0, 2, 1);
         src.on_dequeue(&mut w.ctx(0), 3, &mut p, &mut 0);
         // Source leaf: LBTag = uplink index 1 (port 3) + 1 in byte 0, CE = its own metric (0),
@@ -689,14 +622,14 @@ mod tests {
         let mut a = Conga::new(&cfg, &leaf_fabric(4, 0));
         let mut w = TestSwitch::new(0);
         // Uplink port 2 carries traffic: its metric is about 4; the others are idle.
-        a.dre[2].x = bytes_for_metric(4.5) as f64;
+        a.dres.set_bytes(2, bytes_for_metric(4.5) as f64);
         let cands = [2u16, 3, 4, 5];
         for s in 0..100 {
             assert_ne!(a.choose(&mut w.ctx(10), &data(0, 2, s), &cands), 2);
         }
         // A flowlet keeps its port while packets come within the timeout.
         let first = a.choose(&mut w.ctx(20), &data(1, 3, 7), &cands);
-        a.dre[first as usize].x = bytes_for_metric(7.5) as f64;
+        a.dres.set_bytes(first, bytes_for_metric(7.5) as f64);
         for t in 1..50 {
             assert_eq!(
                 a.choose(&mut w.ctx(20 + t * 1_000), &data(1, 3, 7), &cands),

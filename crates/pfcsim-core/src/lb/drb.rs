@@ -123,6 +123,7 @@ mod tests {
                     node: 1,
                     ports: &[],
                     layer: crate::lb::Layer::Base,
+                    arrived: Time::ZERO,
                     loopback: None,
                     mmu: None,
                     rng: &mut rng,

@@ -211,6 +211,7 @@ mod tests {
                     node: 7,
                     ports: &[],
                     layer: crate::lb::Layer::Base,
+                    arrived: Time::ZERO,
                     loopback: None,
                     mmu: None,
                     rng,

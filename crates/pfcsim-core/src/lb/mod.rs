@@ -53,12 +53,14 @@ pub mod clove;
 pub mod conga;
 pub mod conweave;
 pub mod drb;
+pub mod dre;
 pub mod drill;
 pub mod ecmp;
 pub mod hermes;
 pub mod host;
 pub mod hula;
 pub mod letflow;
+pub mod plb;
 pub mod presto;
 #[cfg(test)]
 pub mod probe;
@@ -91,6 +93,7 @@ pub use ecmp::{Ecmp, EcmpConfig};
 pub use hermes::{Hermes, HermesConfig};
 pub use hula::{Hula, HulaConfig};
 pub use letflow::{LetFlow, LetFlowConfig, LetFlowDecision};
+pub use plb::{Plb, PlbConfig};
 pub use presto::{Presto, PrestoConfig, Resequencing};
 pub use rlb::{Rlb, RlbConfig, RlbCounters, RttMeasurement, WarningEnd};
 pub use rps::{Rps, RpsConfig};
@@ -188,6 +191,9 @@ pub struct LbCtx<'a> {
     pub rng: &'a mut Rng,
     /// The layer of the scheme whose hook runs: messages and timers it sets are its own.
     pub layer: Layer,
+    /// In `on_dequeue`, with [`Capabilities::sojourn`]: when the packet arrived at this switch
+    /// (its sojourn here is `now - arrived`). `Time::ZERO` in every other hook and run.
+    pub arrived: Time,
     /// What the hooks asked for, carried out by the switch after the call.
     pub actions: &'a mut Vec<LbAction>,
 }
@@ -275,6 +281,9 @@ pub struct Capabilities {
     /// The scheme reports faulty switches ([`SwitchScheme::alerts`]): its runs write the
     /// alerts table, even when empty.
     pub alerts: bool,
+    /// The switch notes when each packet arrives and `on_dequeue` reads it as
+    /// [`LbCtx::arrived`] (PLB's sojourn times; a programmable switch's enqueue timestamp).
+    pub sojourn: bool,
 }
 
 /// A scheme's config, the value of the spec's `[lb]` table: checks its parameters and builds
@@ -560,6 +569,8 @@ schemes! {
         "host-side: paths sensed from ACK echoes (RTT, ECN) and rack probes, classed good/gray/bad/failed; flows move only off bad paths when small gains are clear, or at once off failed ones";
     "rlb" => Rlb(RlbConfig),
         "wraps a switch-side scheme ([lb.inner]): predicts PFC from ingress queue growth and warns the upstream switch, which reroutes or recirculates packets bound for a warned path (RLB; adaptive = true: RLB*)";
+    "plb" => Plb(PlbConfig),
+        "the source ToR classes paths non-congested, congested or undetermined (paused) from piggybacked RTT and utilization samples; a per-packet delay budget decides when a PFC pause kicks a path out";
     "clove" => Clove(CloveConfig),
         "host-side: flowlets on paths drawn by weight; a path's weight is cut by a third on an ECN echo, spread over the others (or uniform: edge_flowlet)";
     #[cfg(test)]
@@ -708,6 +719,7 @@ impl TestSwitch {
             mmu: None,
             rng: &mut self.rng,
             layer: self.layer,
+            arrived: Time::ZERO,
             actions: &mut self.actions,
         }
     }

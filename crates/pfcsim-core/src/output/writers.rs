@@ -198,6 +198,7 @@ fn flow_columns(rows: &[FlowRecord]) -> Columns<'_, FlowRecord> {
     Columns::new(rows)
         .prim::<UInt32Type>("flow_id", |f| f.flow_id)
         .utf8("source", |f| f.source)
+        .prim::<UInt16Type>("generator", |f| f.generator)
         .prim::<UInt32Type>("src", |f| f.src)
         .prim::<UInt32Type>("dst", |f| f.dst)
         .prim::<UInt16Type>("sport", |f| f.sport)
@@ -425,6 +426,7 @@ mod tests {
             [
                 "flow_id",
                 "source",
+                "generator",
                 "src",
                 "dst",
                 "sport",

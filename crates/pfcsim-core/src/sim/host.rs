@@ -216,6 +216,7 @@ impl FlowState {
         FlowRecord {
             flow_id: self.id,
             source: s.source,
+            generator: s.generator,
             src: s.src,
             dst: s.dst,
             sport: self.sport,

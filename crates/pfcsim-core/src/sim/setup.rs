@@ -144,7 +144,8 @@ impl Simulation {
             events: EventQueue::default(),
             fingerprint: Fingerprint::default(),
             events_done: 0,
-            arena: PacketArena::with_scheme_words(cfg.lb.capabilities().scheme_word),
+            arena: PacketArena::with_scheme_words(cfg.lb.capabilities().scheme_word)
+                .with_arrivals(cfg.lb.capabilities().sojourn),
             ports,
             host_index,
             switches,

@@ -401,6 +401,7 @@ impl Switch {
             mmu: Some(mmu),
             rng,
             layer: *lb_layer,
+            arrived: Time::ZERO,
             actions,
         };
         hook(&mut **lb, &mut ctx, next_hops)
@@ -435,6 +436,9 @@ impl Simulation {
     fn switch_forward(&mut self, s: u32, in_local: u16, pid: PacketId) {
         let strict = self.cfg.switch.control_strict_priority;
         self.arena.get_mut(pid).ingress_port = in_local;
+        if self.switches[s as usize].lb_caps.sojourn {
+            self.arena.set_arrival(pid, self.now);
+        }
         if self.switches[s as usize].lb_caps.scheme_word {
             let (pkt, word) = self.arena.with_word_mut(pid);
             if *word != 0 {
@@ -561,6 +565,12 @@ impl Simulation {
         let sw = &mut self.switches[s as usize];
         let out_local = (p - sw.ports.start) as u16;
         let mut scratch = 0;
+        // When the packet arrived here, for schemes that read sojourn times.
+        let arrived = if sw.lb_caps.sojourn {
+            self.arena.arrival(pid)
+        } else {
+            Time::ZERO
+        };
         let (pkt, word) = if sw.lb_caps.scheme_word {
             self.arena.with_word_mut(pid)
         } else {
@@ -590,6 +600,7 @@ impl Simulation {
             }
             if pkt.kind == PacketKind::Data && sw.lb_caps.dequeue {
                 sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
+                    ctx.arrived = arrived;
                     lb.on_dequeue(ctx, out_local, pkt, word)
                 });
             }

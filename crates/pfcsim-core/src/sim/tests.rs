@@ -28,6 +28,7 @@ fn recirculation_timers_and_messages_work_end_to_end() {
         priority: 3,
         dport: 100,
         source: "scripted",
+        generator: 0,
         path_tag: 0,
     };
     let stop = StopRule {

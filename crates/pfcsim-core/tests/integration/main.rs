@@ -12,5 +12,6 @@ mod hermes;
 mod host_schemes;
 mod metrics;
 mod monitors;
+mod plb;
 mod rlb;
 mod testing;

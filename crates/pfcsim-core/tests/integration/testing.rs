@@ -200,6 +200,7 @@ pub fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
         priority: 3,
         dport: 100,
         source: "scripted",
+        generator: 0,
         path_tag: 0,
     }
 }

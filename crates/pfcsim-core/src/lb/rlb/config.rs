@@ -127,6 +127,12 @@ impl SchemeConfig for RlbConfig {
                 self.inner.name()
             ));
         }
+        if self.inner.capabilities().scheme_word {
+            return Err(format!(
+                "lb.inner.scheme: \"{}\" carries a header word of its own, which RLB does not pass on; choose a scheme without one (ecmp, rps, drb, letflow, drill, conga, hula, conweave)",
+                self.inner.name()
+            ));
+        }
         self.inner
             .validate()
             .map_err(|e| match e.strip_prefix("lb.") {
@@ -184,6 +190,7 @@ impl SchemeConfig for RlbConfig {
             hosts: inner.hosts,
             wrapper: true,
             alerts: true,
+            sojourn: inner.sojourn,
         }
     }
 
