@@ -329,6 +329,34 @@ fn rlb_exposes_its_path_rtts_through_the_scheme_monitor() {
     );
 }
 
+/// PLB exposes its path RTTs, classes and kicks through the same hook.
+#[test]
+fn plb_exposes_its_path_rtts_and_classes_through_the_scheme_monitor() {
+    let mut spec = tiny();
+    spec.insert("lb".into(), toml::toml! { scheme = "plb" }.into());
+    let text = format!(
+        "{}\n[[monitor]]\nkind = \"scheme\"\nnodes = [\"leaf:*\"]\ninterval = \"10us\"\nend = \"1ms\"\n",
+        to_text(&spec)
+    );
+    let out = run_text(&text, "tiny.toml");
+    let rows = monitors(&out).scheme.clone().unwrap();
+    let of = |signal: &'static str| rows.iter().filter(move |r| r.signal == signal);
+    // Each leaf has one other ToR and two uplinks (its ports 2 and 3): three signals per path
+    // per look, every 10 us from 0 to 1 ms.
+    assert_eq!(rows.len(), 2 * 2 * 3 * 101);
+    assert!(of("path_rtt_us").all(|r| r.value >= 4.0));
+    assert!(
+        of("path_rtt_us").any(|r| r.value > 4.0),
+        "samples come back"
+    );
+    assert!(of("path_class").all(|r| [0.0, 1.0, 2.0].contains(&r.value)));
+    assert!(of("kicked").all(|r| r.value == 0.0 || r.value == 1.0));
+    let keys: std::collections::BTreeSet<(u32, u32)> =
+        of("path_class").map(|r| (r.node, r.key)).collect();
+    let expected = [(4, 1 << 16 | 2), (4, 1 << 16 | 3), (5, 2), (5, 3)];
+    assert_eq!(keys.into_iter().collect::<Vec<_>>(), expected);
+}
+
 /// A bad monitor is refused before anything runs, with the key and what would be valid.
 #[test]
 fn bad_monitors_are_refused_with_the_key_and_the_fix() {
