@@ -91,23 +91,29 @@ def _parser() -> argparse.ArgumentParser:
     results.add_argument("--csv", action="store_true", help="print CSV instead of tables")
     results.set_defaults(command=_results)
 
-    plot = sub.add_parser("plot", help="draw the standard figures of a results store (PNG, SVG)")
-    plot.add_argument("store", type=Path, help="the results store folder")
+    plot = sub.add_parser(
+        "plot", help="draw the standard figures of a results store, or a run's monitors (PNG, SVG)"
+    )
+    plot.add_argument(
+        "store", type=Path, help="the results store folder, or a run folder (monitor figures)"
+    )
     plot.add_argument(
         "-k",
         "--kind",
         action="append",
         choices=list(plots.KINDS),
-        help="figure kind (repeatable; default: all): "
+        help="figure kind (repeatable; default: all of a store's, or those of a run's monitors): "
         + "; ".join(f"{k}: {v}" for k, v in plots.KINDS.items()),
     )
-    plot.add_argument("-o", "--out", type=Path, help="output folder (default: STORE/plots)")
+    plot.add_argument("-o", "--out", type=Path, help="output folder (default: DIR/plots)")
     plot.add_argument("--series", default="scheme", help="field making the series")
     plot.add_argument("--x", default="load", help="field on the x axis or splitting panels")
     plot.add_argument(
         "--metric", choices=["fct", "slowdown"], default="fct", help="for vs-load (default fct)"
     )
-    plot.add_argument("--y", help="runs column drawn by lines and bars")
+    plot.add_argument(
+        "--y", help="runs column drawn by lines and bars; a monitor figure's other quantity"
+    )
     plot.add_argument("--panels", help="field splitting lines and bars into panels")
     plot.add_argument(
         "--where",
@@ -248,6 +254,9 @@ def _cell(value: float) -> str:
 
 def _plot(args: argparse.Namespace) -> None:
     """`pfcsim plot`: draws the requested figures and prints the files written."""
+    if (args.store / "stats.json").is_file():
+        _plot_run(args)
+        return
     store = pfcsim.open_store(args.store)
     where = []
     for item in args.where:
@@ -256,7 +265,7 @@ def _plot(args: argparse.Namespace) -> None:
             raise ValueError(f"--where {item}: expected FIELD=VALUE")
         where.append((field, value))
     out = args.out if args.out is not None else store.path / "plots"
-    standard = [k for k in plots.KINDS if k not in ("lines", "bars")]
+    standard = [k for k in plots.KINDS if k not in ("lines", "bars", *plots.RUN_KINDS)]
     for kind in args.kind or standard:
         request = plots.FigureRequest(
             kind,
@@ -268,6 +277,32 @@ def _plot(args: argparse.Namespace) -> None:
             panels=args.panels,
         )
         for path in plots.draw(store, request, out):
+            print(path)
+
+
+def _plot_run(args: argparse.Namespace) -> None:
+    """`pfcsim plot RUN_FOLDER`: the figures of the run's monitors."""
+    results = pfcsim.Results.from_folder(args.store)
+    kinds = args.kind or [
+        kind
+        for kind, (table, _, _) in plots.RUN_KINDS.items()
+        if results.monitor(table) is not None
+    ]
+    if not kinds:
+        raise ValueError(
+            f"{args.store} is a run folder without monitors: nothing to draw "
+            "(add [[monitor]] entries to its spec, docs/spec.md)"
+        )
+    for kind in kinds:
+        if kind not in plots.RUN_KINDS:
+            raise ValueError(
+                f"{args.store} is a run folder; it has the figures "
+                f"{', '.join(plots.RUN_KINDS)}, not {kind} (a results store has the others)"
+            )
+    out = args.out if args.out is not None else args.store / "plots"
+    for kind in kinds:
+        request = plots.FigureRequest(kind, y=args.y)
+        for path in plots.draw_run(results, request, out):
             print(path)
 
 

@@ -11,6 +11,18 @@ values of runs that differ only by seed are pooled (CDF) or averaged (everything
 * `bars`: any `runs` column per value of the x field (categories), bars grouped by series,
   one panel per value of `panels`.
 
+The figures of a run's monitors (`RUN_KINDS`, docs/metrics.md) draw one panel per run (at most
+`MAX_PANELS`; narrow them with `where`), titled by its series, time on the x axis:
+
+* `queue`: the bytes charged to each watched (switch ingress port, priority), as
+  `node<-peer`, with each switch's PFC XOFF level dashed (`y = "egress_bytes"`: the egress
+  queues, `node->peer`);
+* `pfc-timeline`: the intervals during which each link direction was paused by PFC (a Gantt
+  chart of the `MAX_SERIES` paused longest, from the frames received; from the frames sent
+  for the links whose paused end the monitor did not watch);
+* `rate`: each watched flow's sending rate (`y = "acked_bytes"`: bytes acknowledged);
+* `util`: each watched port's utilization per interval (`y = "tx_bytes"`: bytes sent).
+
 `normalize = "min"` (or `"max"`) divides each series' values in a panel by that series'
 smallest (largest) value there: "normalized to the best parameter" for a lower-is-better
 metric such as the FCT. Values of x that are pfcsim quantities with units (`"10Gbps"`, `"2us"`,
@@ -35,6 +47,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from pfcsim.results import Results
     from pfcsim.store import Store
 
 #: Every figure kind, with what it shows.
@@ -45,7 +58,22 @@ KINDS = {
     "pause": "PFC pauses sent and port time paused against load per scheme",
     "lines": "any runs column (--y) against --x per scheme, panels by --panels",
     "bars": "any runs column (--y) per --x category, bars per scheme, panels by --panels",
+    "queue": "a run's queue monitor: bytes per switch ingress (--y egress_bytes: egress) and XOFF",
+    "pfc-timeline": "a run's pfc monitor: paused intervals per link direction",
+    "rate": "a run's rate monitor: each flow's sending rate (--y acked_bytes: bytes acked)",
+    "util": "a run's link_util monitor: each port's utilization (--y tx_bytes: bytes sent)",
 }
+
+#: The kinds drawn from a run's monitors: kind -> (monitor table, default y, allowed y).
+RUN_KINDS = {
+    "queue": ("queue", "ingress_bytes", ("ingress_bytes", "egress_bytes")),
+    "pfc-timeline": ("pfc", None, ()),
+    "rate": ("rate", "rate_bps", ("rate_bps", "acked_bytes")),
+    "util": ("link_util", "utilization", ("utilization", "tx_bytes")),
+}
+
+#: Most series (or timeline rows) drawn in one panel: the largest ones are kept.
+MAX_SERIES = 12
 
 #: Most panels drawn side by side; beyond that, narrow the runs with `where`.
 MAX_PANELS = 6
@@ -106,13 +134,27 @@ def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     if request.kind not in KINDS:
         kinds = ", ".join(KINDS)
         raise ValueError(f"unknown figure kind {request.kind!r}; expected one of {kinds}")
     if request.metric not in ("fct", "slowdown"):
         raise ValueError(f"unknown metric {request.metric!r}; expected fct or slowdown")
+    if request.kind in RUN_KINDS:
+        _check_run_request(request)
+        runs = _selected_runs(store, request, fields=_series_fields(request))
+        if len(runs) > MAX_PANELS:
+            raise ValueError(
+                f"{len(runs)} runs would make too many panels; narrow them with --where FIELD=VALUE"
+            )
+        figure = run_figure(
+            [
+                (name, store.results(key))
+                for name, key in zip(runs[SERIES], runs["key"], strict=True)
+            ],
+            request,
+        )
+        return _save(figure, request, out_dir)
     if request.kind in ("lines", "bars") and request.y is None:
         raise ValueError(f"a {request.kind} figure needs the runs column to draw (y)")
     if request.normalize is not None:
@@ -137,6 +179,13 @@ def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
     figure = drawer(store, runs, request)
     if request.title is not None:
         figure.suptitle(request.title)
+    return _save(figure, request, out_dir)
+
+
+def _save(figure: Figure, request: FigureRequest, out_dir: Path) -> list[Path]:
+    """Writes `figure` as `<name or kind>.png` and `.svg` into `out_dir`, and closes it."""
+    import matplotlib.pyplot as plt
+
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for suffix in ("png", "svg"):
@@ -147,12 +196,15 @@ def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
     return written
 
 
-def _selected_runs(store: Store, request: FigureRequest) -> pd.DataFrame:
-    """The runs matching `request.where`, with the series and x fields checked."""
+def _selected_runs(
+    store: Store, request: FigureRequest, fields: list[str] | None = None
+) -> pd.DataFrame:
+    """The runs matching `request.where`, with `fields` checked (default: series, x, y, panels)."""
     runs = store.runs
     if runs.empty:
         raise ValueError(f"{store.path} has no finished run yet")
-    fields = [*_series_fields(request), request.x, request.y, request.panels]
+    if fields is None:
+        fields = [*_series_fields(request), request.x, request.y, request.panels]
     for field in fields:
         if field is not None and field not in runs.columns:
             raise ValueError(f"no field {field!r} in the runs table of {store.path}")
@@ -434,3 +486,162 @@ def _label(field: str, runs: pd.DataFrame | None = None) -> str:
         if len(loads_of) == 1:
             return f"offered load (of {loads_of.pop()} capacity)"
     return LABELS.get(field, field)
+
+
+def draw_run(results: Results, request: FigureRequest, out_dir: Path) -> list[Path]:
+    """Draws a figure of one run's monitors into `out_dir` (`<kind>.png` and `.svg`)."""
+    _check_run_request(request)
+    return _save(run_figure([(None, results)], request), request, out_dir)
+
+
+def _check_run_request(request: FigureRequest) -> None:
+    """Refuses a monitor figure request with a `y` its kind does not draw."""
+    allowed = RUN_KINDS[request.kind][2]
+    if request.y is not None and request.y not in allowed:
+        valid = ", ".join(allowed) or "none"
+        raise ValueError(f"a {request.kind} figure draws y = {valid}, not {request.y!r}")
+
+
+def run_figure(runs: list[tuple[str | None, Results]], request: FigureRequest) -> Figure:
+    """A figure of the monitors of `runs` (name, results): one panel per run, stacked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table, default_y, _ = RUN_KINDS[request.kind]
+    _check_run_request(request)
+    y = request.y or default_y
+    figure, axes = plt.subplots(
+        len(runs), 1, figsize=(9, 3.4 * len(runs)), squeeze=False, layout="constrained"
+    )
+    for ax, (name, results) in zip(axes[:, 0], runs, strict=True):
+        rows = results.monitor(table)
+        if rows is None:
+            where = f" {results.path}" if results.path is not None else ""
+            raise ValueError(
+                f"the run{where} has no {table} monitor; add a [[monitor]] with kind = "
+                f'"{table}" to its spec (docs/spec.md)'
+            )
+        drawer = {
+            "queue": _queue_panel,
+            "pfc-timeline": _pfc_panel,
+            "rate": _rate_panel,
+            "util": _util_panel,
+        }[request.kind]
+        drawer(ax, rows, results, y)
+        ax.set_xlabel("time (µs)")
+        ax.grid(True, alpha=0.3)
+        if name is not None:
+            ax.set_title(name)
+    if request.title is not None:
+        figure.suptitle(request.title)
+    return figure
+
+
+def _largest(rows: pd.DataFrame, keys: list[str], value: str) -> list[tuple[Any, ...]]:
+    """The `MAX_SERIES` groups of `rows` by `keys` of largest peak `value`, in key order."""
+    peaks = rows.groupby(keys)[value].max().sort_values(ascending=False)
+    groups = peaks.index[:MAX_SERIES].tolist()
+    return sorted(g if isinstance(g, tuple) else (g,) for g in groups)
+
+
+def _peers(results: Results) -> dict[tuple[int, int], int]:
+    """(node, port) -> the node at the far end of the port's link."""
+    ports = results.ports
+    return {
+        (int(n), int(p)): int(q)
+        for n, p, q in zip(ports["node"], ports["port"], ports["peer"], strict=True)
+    }
+
+
+def _queue_panel(ax: Axes, rows: pd.DataFrame, results: Results, y: str) -> None:
+    """Bytes per (port, priority) against time, with each switch's XOFF level dashed."""
+    peers = _peers(results)
+    arrow = "<-" if y == "ingress_bytes" else "->"
+    keys = ["node", "port", "priority"]
+    priorities = rows["priority"].nunique()
+    for node, port, priority in _largest(rows, keys, y):
+        series = rows[
+            (rows["node"] == node) & (rows["port"] == port) & (rows["priority"] == priority)
+        ]
+        label = f"{node}{arrow}{peers[(node, port)]}" + (f" p{priority}" if priorities > 1 else "")
+        ax.step(series["time_ps"] / 1e6, series[y] / 1e3, where="post", label=label)
+    if y == "ingress_bytes":
+        for node in sorted(rows["node"].unique()):
+            xoff = rows[rows["node"] == node].drop_duplicates("time_ps")
+            ax.step(
+                xoff["time_ps"] / 1e6,
+                xoff["xoff_bytes"] / 1e3,
+                where="post",
+                color="black",
+                linestyle="--",
+                linewidth=1,
+                label=f"XOFF at {node}",
+            )
+    what = "charged to the ingress" if y == "ingress_bytes" else "in the egress queue"
+    ax.set_ylabel(f"KB {what}")
+    ax.legend(fontsize="x-small", ncol=2, loc="upper right")
+
+
+def _pfc_panel(ax: Axes, rows: pd.DataFrame, results: Results, _y: str | None) -> None:
+    """The intervals each link direction was paused (any priority), as horizontal bars."""
+    import pandas as pd
+
+    # A received frame stops the receiving port's egress; a frame sent out of a port stops the
+    # far end's egress, which counts from the sent frames only where no received one says so
+    # (the monitor did not watch the far end: a host, or a switch left out).
+    received = rows[rows["direction"] == "received"]
+    received = received.assign(source=received["node"], target=received["peer"])
+    sent = rows[rows["direction"] == "sent"]
+    sent = sent.assign(source=sent["peer"], target=sent["node"])
+    seen = set(zip(received["source"], received["target"], strict=True))
+    unseen = [(s, t) not in seen for s, t in zip(sent["source"], sent["target"], strict=True)]
+    links = pd.concat([received, sent[unseen]])
+    end = results.stats["end_ps"]
+    intervals: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    open_since: dict[tuple[int, int, int], int] = {}
+    for row in links.sort_values("time_ps", kind="stable").itertuples():
+        link = (int(row.source), int(row.target))
+        slot = (*link, int(row.priority))
+        if row.frame == "pause":
+            open_since.setdefault(slot, int(row.time_ps))
+        elif slot in open_since:
+            start = open_since.pop(slot)
+            intervals.setdefault(link, []).append((start, int(row.time_ps) - start))
+    for (source, target, _), start in open_since.items():
+        intervals.setdefault((source, target), []).append((start, end - start))
+    total = {link: sum(d for _, d in spans) for link, spans in intervals.items()}
+    shown = sorted(sorted(total, key=total.__getitem__, reverse=True)[:MAX_SERIES])
+    for i, link in enumerate(shown):
+        spans = [(start / 1e6, max(d / 1e6, 1e-3)) for start, d in intervals[link]]
+        ax.broken_barh(spans, (i - 0.4, 0.8), color=f"C{i % 10}")
+    ax.set_yticks(range(len(shown)), [f"{s}->{t}" for s, t in shown])
+    ax.set_ylim(-0.6, max(len(shown), 1) - 0.4)
+    ax.set_xlim(0, end / 1e6)
+    hidden = len(total) - len(shown)
+    more = f" ({hidden} more not shown)" if hidden > 0 else ""
+    ax.set_ylabel(f"link paused{more}")
+
+
+def _rate_panel(ax: Axes, rows: pd.DataFrame, _results: Results, y: str) -> None:
+    """Each flow's rate (Gbps) or bytes acknowledged (MB) against time."""
+    scale = 1e9 if y == "rate_bps" else 1e6
+    for (flow,) in _largest(rows, ["flow_id"], y):
+        series = rows[rows["flow_id"] == flow]
+        ax.step(series["time_ps"] / 1e6, series[y] / scale, where="post", label=f"flow {flow}")
+    ax.set_ylabel("sending rate (Gbps)" if y == "rate_bps" else "bytes acknowledged (MB)")
+    ax.legend(fontsize="x-small", ncol=2)
+
+
+def _util_panel(ax: Axes, rows: pd.DataFrame, results: Results, y: str) -> None:
+    """Each port's utilization (or bytes sent) per interval, at the interval's end."""
+    peers = _peers(results)
+    for node, port in _largest(rows, ["node", "port"], y):
+        series = rows[(rows["node"] == node) & (rows["port"] == port)]
+        values = series[y] if y == "utilization" else series[y] / 1e3
+        ax.step(
+            series["time_ps"] / 1e6, values, where="pre", label=f"{node}->{peers[(node, port)]}"
+        )
+    ax.set_ylabel("utilization" if y == "utilization" else "KB sent per interval")
+    ax.legend(fontsize="x-small", ncol=2)

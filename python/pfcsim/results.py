@@ -16,12 +16,16 @@ if TYPE_CHECKING:
     # Imported when first used (by `to_pandas`, `_to_polars`): they take a while to load.
     import pandas as pd
     import polars as pl
+    from matplotlib.figure import Figure
 
 #: The tables of a run folder, each read from `<name>.parquet`.
 TABLES = ("flows", "ports", "summary")
+#: The monitor kinds of a spec's `[[monitor]]` entries; a run with monitors of a kind writes
+#: `monitor_<kind>.parquet` (docs/metrics.md).
+MONITOR_KINDS = ("queue", "pfc", "rate", "link_util", "scheme")
 #: Tables only some runs write (`reorder_queues`: schemes with reorder queues, ConWeave;
-#: `alerts`: RLB runs).
-OPTIONAL_TABLES = ("reorder_queues", "alerts")
+#: `alerts`: RLB runs; `monitor_<kind>`: runs with monitors of that kind).
+OPTIONAL_TABLES = ("reorder_queues", "alerts", *(f"monitor_{kind}" for kind in MONITOR_KINDS))
 
 
 class Results:
@@ -129,6 +133,31 @@ class Results:
         """
         table = self._tables.get("alerts")
         return None if table is None else _to_pandas(table)
+
+    def monitor(self, kind: str, *, polars: bool = False) -> pd.DataFrame | pl.DataFrame | None:
+        """What the run's monitors of `kind` recorded (pandas, or polars if `polars`).
+
+        `kind` is one of `MONITOR_KINDS` (`queue`, `pfc`, `rate`, `link_util`, `scheme`); None
+        if the run had no monitor of that kind. Columns: docs/metrics.md.
+        """
+        if kind not in MONITOR_KINDS:
+            raise ValueError(f"unknown monitor kind {kind!r}; expected one of {MONITOR_KINDS}")
+        table = self._tables.get(f"monitor_{kind}")
+        if table is None:
+            return None
+        return _to_polars(table) if polars else _to_pandas(table)
+
+    def plot(self, kind: str, *, y: str | None = None, title: str | None = None) -> Figure:
+        """A figure of the run's monitors (matplotlib; save it with `savefig`).
+
+        `kind`: `queue` (bytes charged to each watched ingress, or `y = "egress_bytes"`, with
+        the PFC XOFF level dashed), `pfc-timeline` (the time each link direction was paused),
+        `rate` (each watched flow's rate, or `y = "acked_bytes"`) or `util` (each watched
+        port's utilization, or `y = "tx_bytes"`); see `pfcsim.plots.RUN_KINDS`.
+        """
+        from pfcsim import plots
+
+        return plots.run_figure([(None, self)], plots.FigureRequest(kind, y=y, title=title))
 
     @cached_property
     def flows_pl(self) -> pl.DataFrame:

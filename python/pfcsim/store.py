@@ -10,7 +10,10 @@ long. Tables (docs/sweeps.md):
   shorthands `scheme`, `workload`, `load`, `seed`, the run-wide counters and rates of
   `stats.json` (among them `ooo_ratio`, `ood_p99`, `pfc_pause_rate`), the `all` row of its
   summary, and totals over its ports and flows;
-* `flows`, `ports`, `summary`: the run folders' Parquet tables, with a first column `run_key`.
+* `flows`, `ports`, `summary`: the run folders' Parquet tables, with a first column `run_key`;
+* `reorder_queues`, `alerts`, `monitor_queue`, `monitor_pfc`, `monitor_rate`,
+  `monitor_link_util`, `monitor_scheme`: the same for the tables only some runs write, made
+  once a run has one.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pfcsim.results import TABLES, Results
+from pfcsim.results import OPTIONAL_TABLES, TABLES, Results
 from pfcsim.sweep import POINT_FILE, finished_keys
 
 if TYPE_CHECKING:
@@ -143,16 +146,19 @@ class Store:
                 return len(indexed)
             con.execute("BEGIN TRANSACTION")
             if not current:
-                for table in (*TABLES, "runs", "spec_columns", "index_format"):
+                for table in (*TABLES, *OPTIONAL_TABLES, "runs", "spec_columns", "index_format"):
                     con.execute(f"DROP TABLE IF EXISTS {table}")
                 con.execute("CREATE TABLE index_format AS SELECT ? AS format", [_INDEX_FORMAT])
             gone = sorted(indexed - on_disk)
             new = sorted(on_disk - indexed)
-            for table in TABLES:
+            for table in (*TABLES, *OPTIONAL_TABLES):
                 if gone and _has_table(con, table):
                     con.execute(f"DELETE FROM {table} WHERE run_key IN ?", [gone])
-                if new:
-                    _append_runs(con, table, [self.path / "runs" / k for k in new])
+                folders = [self.path / "runs" / k for k in new]
+                if table in OPTIONAL_TABLES:
+                    folders = [f for f in folders if (f / f"{table}.parquet").is_file()]
+                if folders:
+                    _append_runs(con, table, folders)
             _rebuild_runs_table(con, self.path, sorted(on_disk))
             con.execute("COMMIT")
         return len(on_disk)
@@ -269,7 +275,7 @@ class Store:
 
 
 #: The layout of the index: a store indexed by another pfcsim version is indexed again.
-_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 3"
+_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 4"
 
 
 def _index_format(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -289,17 +295,18 @@ def _indexed_keys(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the index has table `name`."""
+    # fetchall: a result left unfinished would block the connection's next `register`.
     found = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-    ).fetchone()
-    return bool(found and found[0])
+    ).fetchall()
+    return bool(found and found[0][0])
 
 
 def _append_runs(con: duckdb.DuckDBPyConnection, table: str, folders: list[Path]) -> None:
     """Appends `<table>.parquet` of every run folder in `folders` to `table`, with `run_key`."""
     files = [str(f / f"{table}.parquet") for f in folders]
     select = (
-        r"SELECT regexp_extract(filename, '([0-9a-f]{16})[/\\][a-z]+\.parquet$', 1) AS run_key,"
+        r"SELECT regexp_extract(filename, '([0-9a-f]{16})[/\\][a-z_]+\.parquet$', 1) AS run_key,"
         " * EXCLUDE (filename) FROM read_parquet(?, filename = true, union_by_name = true)"
     )
     if _has_table(con, table):

@@ -240,6 +240,7 @@ def test_schemes_list_their_defaults() -> None:
         "presto",
         "hermes",
         "rlb",
+        "plb",
         "clove",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}

@@ -20,9 +20,9 @@
 //! pause a port forever, since PAUSE has no quanta here); host links do not fail; links do not
 //! come back up.
 //!
-//! Nodes are named `"node:<id>"` in any topology; in a leaf-spine also `"host:<i>"`,
-//! `"leaf:<i>"`, `"spine:<i>"`; in a fat-tree `"host:<i>"`, `"edge:<i>"`, `"agg:<i>"`,
-//! `"core:<i>"` (pod-major, from 0).
+//! Nodes are named as [`TopologySpec::node_named`] reads them: `"node:<id>"` in any
+//! topology; in a leaf-spine also `"host:<i>"`, `"leaf:<i>"`, `"spine:<i>"`; in a fat-tree
+//! `"host:<i>"`, `"edge:<i>"`, `"agg:<i>"`, `"core:<i>"` (pod-major, from 0).
 
 use crate::check::check_range;
 use crate::engine::{rng_stream, StreamKind};
@@ -127,7 +127,7 @@ pub fn resolve(
     let mut down: Vec<(u32, u32)> = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
         let key = |k: &str| format!("faults[{i}].{k}");
-        let node = |k: &str, name: &str| node_id(name, topology_spec, topology, &key(k));
+        let node = |k: &str, name: &str| topology_spec.node_named(name, topology, &key(k));
         let switch = |k: &str, name: &str| {
             let n = node(k, name)?;
             if topology.is_switch[n as usize] {
@@ -270,83 +270,6 @@ pub fn resolve(
         });
     }
     Ok(out)
-}
-
-/// The node id of `name` (`node:<id>`, or a role name of the topology kind).
-fn node_id(
-    name: &str,
-    topology_spec: &TopologySpec,
-    topology: &Topology,
-    key: &str,
-) -> Result<u32, String> {
-    let roles = roles(topology_spec);
-    let valid = || {
-        let mut forms = vec!["node:<id>".to_string()];
-        forms.extend(
-            roles
-                .iter()
-                .map(|(r, _, n)| format!("{r}:0..{}", n.saturating_sub(1))),
-        );
-        forms.join(", ")
-    };
-    let Some((role, index)) = name.split_once(':') else {
-        return Err(format!(
-            "{key}: {name:?} is not a node name; use {}",
-            valid()
-        ));
-    };
-    let Ok(index) = index.parse::<u32>() else {
-        return Err(format!(
-            "{key}: {name:?} is not a node name; use {}",
-            valid()
-        ));
-    };
-    let id = if role == "node" {
-        Some(index)
-    } else {
-        roles
-            .iter()
-            .find(|(r, _, _)| *r == role)
-            .filter(|(_, _, count)| index < *count)
-            .map(|(_, first, _)| first + index)
-    };
-    match id {
-        Some(id) if (id as usize) < topology.nodes() => Ok(id),
-        _ => Err(format!(
-            "{key}: {name:?} names no node of this topology; use {}",
-            valid()
-        )),
-    }
-}
-
-/// The named roles of a topology kind: (role, first node id, count), as its builder numbers
-/// the nodes.
-fn roles(spec: &TopologySpec) -> Vec<(&'static str, u32, u32)> {
-    match spec {
-        TopologySpec::LeafSpine {
-            leaves,
-            spines,
-            hosts_per_leaf,
-            ..
-        } => {
-            let hosts = leaves * hosts_per_leaf;
-            vec![
-                ("host", 0, hosts),
-                ("leaf", hosts, *leaves),
-                ("spine", hosts + leaves, *spines),
-            ]
-        }
-        TopologySpec::FatTree { k, .. } => {
-            let (half, hosts) = (k / 2, k * k * k / 4);
-            vec![
-                ("host", 0, hosts),
-                ("edge", hosts, k * half),
-                ("agg", hosts + k * half, k * half),
-                ("core", hosts + 2 * k * half, half * half),
-            ]
-        }
-        TopologySpec::Ns3File { .. } => Vec::new(),
-    }
 }
 
 fn linked(topology: &Topology, a: u32, b: u32) -> bool {

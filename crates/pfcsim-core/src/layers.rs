@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["units", "tagged", "check", "cdf", "metrics"],
     &["engine", "ns3", "dcqcn", "output"],
     &["packet", "topology"],
-    &["port", "faults", "traffic"],
+    &["port", "faults", "monitor", "traffic"],
     &["mmu"],
     &["lb"],
     &["sim"],

@@ -8,6 +8,7 @@
 //! * [`packet`]: packets and their arena; [`port`]: a link end's egress queues and PFC state;
 //! * [`topology`]: the `[topology]` table; leaf-spine, fat-tree and ns-3 file topologies,
 //!   shortest-path routing; [`faults`]: the `[[faults]]` plan resolved against a topology;
+//!   [`monitor`]: the `[[monitor]]` entries (time series and event logs) resolved likewise;
 //! * [`cdf`], [`traffic`], [`ns3`]: workloads and traffic generation (the flows to simulate);
 //! * [`mmu`], [`dcqcn`], [`lb`]: the switch buffer/PFC model, congestion control, and the
 //!   load-balancing schemes;
@@ -24,6 +25,7 @@ mod layers;
 pub mod lb;
 pub mod metrics;
 pub mod mmu;
+pub mod monitor;
 pub mod ns3;
 pub mod output;
 pub mod packet;

@@ -138,6 +138,104 @@ pub struct AlertRecord {
     pub downstream: u32,
 }
 
+/// What the monitors of a run (`[[monitor]]` entries) recorded, one list per kind; `None`: no
+/// monitor of that kind. Every row names the monitor entry that made it (`monitor`, its index
+/// among the spec's `[[monitor]]` entries). Rows are in time order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MonitorOutput {
+    pub queue: Option<Vec<QueueSample>>,
+    pub pfc: Option<Vec<PfcEvent>>,
+    pub rate: Option<Vec<RateSample>>,
+    pub link_util: Option<Vec<LinkUtilSample>>,
+    pub scheme: Option<Vec<SchemeSample>>,
+    /// PFC frames not logged because a `pfc` monitor had logged its `max_events`.
+    pub pfc_events_dropped: u64,
+}
+
+/// The buffer use of one (switch port, priority) at one time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueSample {
+    pub monitor: u16,
+    pub time_ps: u64,
+    pub node: u32,
+    pub port: u16,
+    pub priority: u8,
+    /// Bytes waiting in the port's egress queue of this priority (wire bytes).
+    pub egress_bytes: u64,
+    /// Bytes of this priority that arrived on this port and are still in the switch, as its
+    /// buffer charges them to the port (reserve, shared pool and headroom).
+    pub ingress_bytes: u64,
+    /// The value of `ingress_bytes` at which the switch sends PAUSE out of this port: the
+    /// reserve plus the current XOFF threshold (dynamic or static).
+    pub xoff_bytes: u64,
+}
+
+/// A PFC frame sent or received at a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PfcEvent {
+    pub monitor: u16,
+    pub time_ps: u64,
+    pub node: u32,
+    pub port: u16,
+    /// The node at the far end of the port's link.
+    pub peer: u32,
+    pub priority: u8,
+    /// `"sent"`: the switch queued the frame out of this port (its buffer for traffic arriving
+    /// on the port crossed XOFF or came back to XON); `"received"`: the frame arrived and
+    /// stops (PAUSE) or restarts (RESUME) this port's egress.
+    pub direction: &'static str,
+    /// `"pause"` or `"resume"`.
+    pub frame: &'static str,
+    /// For a RESUME: the time since the PAUSE it ends (sent: since that PAUSE was queued;
+    /// received: the time the egress was paused). `None` for a PAUSE.
+    pub duration_ps: Option<u64>,
+}
+
+/// A flow's sending rate and progress at one time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateSample {
+    pub monitor: u16,
+    pub time_ps: u64,
+    pub flow_id: u32,
+    /// The rate the queue pair paces at (DCQCN's current rate; the line rate without
+    /// congestion control), bit/s.
+    pub rate_bps: f64,
+    /// DCQCN's target rate, bit/s (`None` without congestion control).
+    pub target_bps: Option<f64>,
+    /// Bytes acknowledged so far (the sender's first unacknowledged byte).
+    pub acked_bytes: u64,
+    /// CNP-flagged ACKs and NACKs received so far.
+    pub cnps: u32,
+}
+
+/// The bytes a port sent over one interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkUtilSample {
+    pub monitor: u16,
+    /// End of the interval.
+    pub time_ps: u64,
+    pub node: u32,
+    pub port: u16,
+    pub peer: u32,
+    /// Wire bytes of the packets whose transmission started in the interval.
+    pub tx_bytes: u64,
+    /// `tx_bytes` over what the link's rate could send in the interval.
+    pub utilization: f64,
+}
+
+/// One value a switch's load-balancing scheme exposes (`SwitchScheme::samples`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SchemeSample {
+    pub monitor: u16,
+    pub time_ps: u64,
+    pub node: u32,
+    /// The signal's name, chosen by the scheme (each scheme's page lists its own).
+    pub signal: &'static str,
+    /// Which instance of the signal (a port, a path), as the scheme numbers them.
+    pub key: u32,
+    pub value: f64,
+}
+
 /// Run-wide counters.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct RunStats {
@@ -184,6 +282,10 @@ pub struct RunStats {
     /// Written to `stats.json` as top-level keys.
     #[serde(flatten)]
     pub scheme_counters: std::collections::BTreeMap<String, u64>,
+    /// What the monitors could not record (`monitor.pfc_events_dropped`), only in runs with
+    /// such monitors. Written to `stats.json` as top-level keys.
+    #[serde(flatten)]
+    pub monitor_counters: std::collections::BTreeMap<String, u64>,
     pub flows_total: u64,
     pub flows_finished: u64,
     /// Start of the measured interval `[measure_from_ps, end_ps]`: the start of the first flow

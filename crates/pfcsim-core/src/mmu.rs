@@ -201,6 +201,17 @@ impl Mmu {
         self.shared_of(q) + q.hdrm
     }
 
+    /// Every byte charged to (port, prio): reserve, shared pool and headroom (monitors).
+    pub fn charged(&self, port: usize, prio: u8) -> u64 {
+        let q = &self.queues[Self::idx(port, prio)];
+        q.ingress + q.hdrm
+    }
+
+    /// The bytes each (port, priority) may use before touching the shared pool.
+    pub fn reserve(&self) -> u64 {
+        self.reserve
+    }
+
     /// Bytes below the XOFF threshold a paused queue must drain to before RESUME.
     pub fn resume_offset(&self) -> u64 {
         self.resume_offset

@@ -3,14 +3,15 @@
 //!
 //! A run folder holds `spec.toml` (the resolved spec, every default filled in),
 //! `flows.parquet`, `ports.parquet`, `summary.parquet`, `summary.txt` (the summary as the
-//! command line prints it), `alerts.parquet` (RLB runs: faulty switches reported), `stats.json` (run-wide counters and the fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
+//! command line prints it), `alerts.parquet` (RLB runs: faulty switches reported),
+//! `monitor_<kind>.parquet` (runs with monitors of that kind), `stats.json` (run-wide counters and the fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
 //! simulators, for side-by-side comparisons).
 
 use crate::metrics::RunStats;
 use crate::output::summary::{SizeBuckets, Summary};
 use crate::output::writers::{
-    write_alerts_parquet, write_flows_parquet, write_ports_parquet, write_reorder_parquet,
-    write_summary_parquet, OutputError,
+    monitor_files, write_alerts_parquet, write_flows_parquet, write_monitor_parquet,
+    write_ports_parquet, write_reorder_parquet, write_summary_parquet, OutputError,
 };
 use crate::sim::{RunOutput, Simulation};
 use crate::spec::{Scenario, Spec, SpecError};
@@ -27,7 +28,9 @@ pub fn build_simulation(sc: Scenario) -> Result<Simulation, SpecError> {
                 message: e.to_string(),
             }
         })?;
-    Ok(sim.with_faults(&sc.topology, sc.faults))
+    Ok(sim
+        .with_faults(&sc.topology, sc.faults)
+        .with_monitors(sc.monitors))
 }
 
 /// Sets up and runs a prepared scenario; `progress` may stop it (see [`Simulation::run`]).
@@ -76,6 +79,15 @@ pub fn write_run_dir(
         write_alerts_parquet(&alerts_path, &out.alerts)?;
     } else {
         let _ = std::fs::remove_file(&alerts_path);
+    }
+    for (name, table) in monitor_files(out.monitors.as_ref()) {
+        let path = dir.join(name);
+        match table {
+            Some(table) => write_monitor_parquet(&path, &table)?,
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
     }
     let stats_path = dir.join("stats.json");
     std::fs::write(&stats_path, stats_json(&out.stats)).map_err(|e| io(&stats_path, e))?;

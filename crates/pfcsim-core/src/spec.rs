@@ -12,6 +12,7 @@
 use crate::cdf::FlowSizeCdf;
 use crate::faults::{FaultSpec, ScheduledFault};
 use crate::lb::LbConfig;
+use crate::monitor::{Monitor, MonitorSpec, RunFacts};
 use crate::sim::{CcConfig, FabricConfig, NicConfig, StopRule, SwitchConfig};
 use crate::topology::{Topology, TopologySpec};
 use crate::traffic::{FlowSpec, TrafficContext, TrafficSpec};
@@ -63,6 +64,9 @@ pub struct Spec {
     /// Faults: links down or slowed, switches dropping packets (`faults.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultSpec>,
+    /// Monitors: time series and event logs of the run (`[[monitor]]`, `monitor.rs`).
+    #[serde(default, rename = "monitor", skip_serializing_if = "Vec::is_empty")]
+    pub monitors: Vec<MonitorSpec>,
 }
 
 fn default_seed() -> u64 {
@@ -79,6 +83,9 @@ pub struct RunSpec {
     pub stop_when_done: bool,
     /// Upper bounds of the flow-size buckets of the summary.
     pub size_buckets: Vec<Bytes>,
+    /// The most bytes the monitors may write (unset: `monitor::DEFAULT_LIMIT`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monitor_limit: Option<Bytes>,
 }
 
 impl Default for RunSpec {
@@ -92,6 +99,7 @@ impl Default for RunSpec {
                 Bytes(1_000_000),
                 Bytes(10_000_000),
             ],
+            monitor_limit: None,
         }
     }
 }
@@ -160,6 +168,7 @@ impl Spec {
                 "run.size_buckets: bounds must increase (e.g. [\"10KB\", \"100KB\", \"1MB\"])",
             );
         }
+        crate::monitor::validate(&self.monitors)?;
         Ok(())
     }
 }
@@ -173,6 +182,8 @@ pub struct Scenario {
     pub stop: StopRule,
     /// The spec's faults, checked against the topology and resolved to node ids.
     pub faults: Vec<ScheduledFault>,
+    /// The spec's monitors, resolved likewise (empty: none).
+    pub monitors: Vec<Monitor>,
 }
 
 impl Scenario {
@@ -243,6 +254,16 @@ impl Scenario {
             lb: spec.lb.clone(),
         };
         let faults = crate::faults::resolve(&spec.faults, &spec.topology, &topology, spec.seed)?;
+        let facts = RunFacts {
+            flows: flows.len() as u32,
+            flow_priorities: flows.iter().fold(0u8, |m, f| m | 1 << f.priority.min(7)),
+            stop_at: stop.at,
+            limit: spec
+                .run
+                .monitor_limit
+                .unwrap_or(crate::monitor::DEFAULT_LIMIT),
+        };
+        let monitors = crate::monitor::resolve(&spec.monitors, &spec.topology, &topology, &facts)?;
         Ok(Scenario {
             spec,
             topology,
@@ -250,6 +271,7 @@ impl Scenario {
             fabric,
             stop,
             faults,
+            monitors,
         })
     }
 }

@@ -260,6 +260,107 @@ impl TopologySpec {
     }
 }
 
+/// Node names, as `[[faults]]` and `[[monitor]]` entries write them: `"node:<id>"` in any
+/// topology; by role and index in a leaf-spine (`"host:<i>"`, `"leaf:<i>"`, `"spine:<i>"`) and
+/// a fat-tree (`"host:<i>"`, `"edge:<i>"`, `"agg:<i>"`, `"core:<i>"`), numbered from 0 as the
+/// builders number them. A selector may also name every node of a role, `"<role>:*"`
+/// (`"node:*"`: every node).
+impl TopologySpec {
+    /// The named roles of the topology kind: (role, first node id, count).
+    fn roles(&self) -> Vec<(&'static str, u32, u32)> {
+        match self {
+            TopologySpec::LeafSpine {
+                leaves,
+                spines,
+                hosts_per_leaf,
+                ..
+            } => {
+                let hosts = leaves * hosts_per_leaf;
+                vec![
+                    ("host", 0, hosts),
+                    ("leaf", hosts, *leaves),
+                    ("spine", hosts + leaves, *spines),
+                ]
+            }
+            TopologySpec::FatTree { k, .. } => {
+                let (half, hosts) = (k / 2, k * k * k / 4);
+                vec![
+                    ("host", 0, hosts),
+                    ("edge", hosts, k * half),
+                    ("agg", hosts + k * half, k * half),
+                    ("core", hosts + 2 * k * half, half * half),
+                ]
+            }
+            TopologySpec::Ns3File { .. } => Vec::new(),
+        }
+    }
+
+    /// The valid node names, for messages: `node:<id>, host:0..3, leaf:0..1, ...`.
+    fn node_forms(&self) -> String {
+        let mut forms = vec!["node:<id>".to_string()];
+        forms.extend(
+            self.roles()
+                .iter()
+                .map(|(r, _, n)| format!("{r}:0..{}", n.saturating_sub(1))),
+        );
+        forms.join(", ")
+    }
+
+    /// The node id of `name` in `topology` (built from this spec); the message of an error
+    /// starts with `key` and lists the valid names.
+    pub fn node_named(&self, name: &str, topology: &Topology, key: &str) -> Result<u32, String> {
+        let not_a_name = || {
+            format!(
+                "{key}: {name:?} is not a node name; use {}",
+                self.node_forms()
+            )
+        };
+        let (role, index) = name.split_once(':').ok_or_else(not_a_name)?;
+        let index = index.parse::<u32>().map_err(|_| not_a_name())?;
+        let id = if role == "node" {
+            Some(index)
+        } else {
+            self.roles()
+                .iter()
+                .find(|(r, _, _)| *r == role)
+                .filter(|(_, _, count)| index < *count)
+                .map(|(_, first, _)| first + index)
+        };
+        match id {
+            Some(id) if (id as usize) < topology.nodes() => Ok(id),
+            _ => Err(format!(
+                "{key}: {name:?} names no node of this topology; use {}",
+                self.node_forms()
+            )),
+        }
+    }
+
+    /// The node ids a selector names, in increasing order: one node name (see
+    /// [`TopologySpec::node_named`]), or `"<role>:*"` for every node of a role (`"node:*"`:
+    /// every node of the topology).
+    pub fn nodes_selected(
+        &self,
+        selector: &str,
+        topology: &Topology,
+        key: &str,
+    ) -> Result<Vec<u32>, String> {
+        let Some(role) = selector.strip_suffix(":*") else {
+            return self.node_named(selector, topology, key).map(|id| vec![id]);
+        };
+        if role == "node" {
+            return Ok((0..topology.nodes() as u32).collect());
+        }
+        match self.roles().iter().find(|(r, _, _)| *r == role) {
+            Some(&(_, first, count)) => Ok((first..first + count).collect()),
+            None => Err(format!(
+                "{key}: {selector:?} names no role of this topology; use {}, or <role>:* for \
+                 every node of a role",
+                self.node_forms()
+            )),
+        }
+    }
+}
+
 /// Parameters of a two-tier leaf-spine (Clos) fabric.
 #[derive(Clone, Debug)]
 pub struct LeafSpine {

@@ -346,6 +346,40 @@ impl SwitchScheme for Conga {
         port
     }
 
+    /// `dre_metric`: per switch-facing egress `port` (key), the quantized congestion metric of
+    /// its DRE (utilization x 2^q_bits; what new flowlets are placed by). At a leaf also
+    /// `path_metric`: per (destination leaf `t`, uplink `port`), key `t << 16 | port`, the
+    /// path's metric as a new flowlet sees it (the larger of the local one and the fed-back
+    /// one, which counts 0 once aged).
+    fn samples(&self, now: Time, emit: &mut dyn FnMut(&'static str, u32, f64)) {
+        let now = now.ps();
+        let local = |port: usize| self.dres.metric_at(now, port as u16);
+        for (port, dir) in self.port_dir.iter().enumerate() {
+            if matches!(dir, PortDir::Up | PortDir::Down | PortDir::Flat) {
+                emit("dre_metric", port as u32, local(port) as f64);
+            }
+        }
+        let Some(me) = self.my_tor else { return };
+        for t in (0..self.fb_next.len() as u32).filter(|&t| t != me) {
+            for (port, &up) in self.up_index.iter().enumerate() {
+                if up == u8::MAX {
+                    continue;
+                }
+                let r = self.to_leaf[t as usize * self.width + up as usize];
+                let remote = if self.fresh(&r, now) {
+                    r.metric as u32
+                } else {
+                    0
+                };
+                emit(
+                    "path_metric",
+                    t << 16 | port as u32,
+                    local(port).max(remote) as f64,
+                );
+            }
+        }
+    }
+
     #[inline]
     fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet, _word: &mut u64) {
         let now = ctx.now.ps();

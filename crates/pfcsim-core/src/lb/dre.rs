@@ -89,6 +89,14 @@ impl PortDres {
         (x * self.scale / self.rate_bps[port as usize]) as u32
     }
 
+    /// [`PortDres::metric`] without decaying the register in place (monitors read it between
+    /// events; the run's own reads must not depend on theirs).
+    pub fn metric_at(&self, now: u64, port: u16) -> u32 {
+        let mut dre = self.dre[port as usize];
+        let x = dre.value(now, self.t_dre, self.keep);
+        (x * self.scale / self.rate_bps[port as usize]) as u32
+    }
+
     /// Sets port `port`'s register to `bytes` (unit tests).
     #[cfg(test)]
     pub fn set_bytes(&mut self, port: u16, bytes: f64) {

@@ -391,6 +391,15 @@ pub trait SwitchScheme: Any + std::fmt::Debug {
         let _ = out;
     }
 
+    /// The values the scheme measures or decides on at this switch at `now` (path RTTs,
+    /// congestion estimates, path states), for `scheme` monitors: `emit(signal, key, value)`
+    /// once per value, `key` telling instances of a signal apart (a port, a path) as the
+    /// scheme's page documents. Called between events, only in runs with such a monitor; it
+    /// must not change the scheme's state. Nothing by default.
+    fn samples(&self, now: Time, emit: &mut dyn FnMut(&'static str, u32, f64)) {
+        let _ = (now, emit);
+    }
+
     /// Switches the scheme reported faulty at this switch, in time order.
     fn alerts(&self) -> &[AlertRecord] {
         &[]

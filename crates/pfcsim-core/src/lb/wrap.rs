@@ -76,6 +76,11 @@ impl Inner {
         self.scheme.adopt(pkt, port)
     }
 
+    /// The inner scheme's values (see [`SwitchScheme::samples`]).
+    pub fn samples(&self, now: crate::units::Time, emit: &mut dyn FnMut(&'static str, u32, f64)) {
+        self.scheme.samples(now, emit)
+    }
+
     /// Adds the inner scheme's counters to `out`, under its own name.
     pub fn counters(&self, out: &mut Counters) {
         out.of(self.name, |out| self.scheme.counters(out))

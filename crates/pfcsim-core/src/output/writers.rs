@@ -1,9 +1,12 @@
 //! The Parquet files of a run: per-flow and per-port records, reorder-queue changes, RLB*
-//! alerts and the FCT summary.
+//! alerts, the monitors' rows and the FCT summary.
 
 use super::ps_to_us;
 use super::summary::{Summary, SummaryRow};
-use crate::metrics::{AlertRecord, FlowRecord, PortRecord, ReorderChange};
+use crate::metrics::{
+    AlertRecord, FlowRecord, LinkUtilSample, MonitorOutput, PfcEvent, PortRecord, QueueSample,
+    RateSample, ReorderChange, SchemeSample,
+};
 use arrow_array::types::{
     ArrowPrimitiveType, Float64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
@@ -76,6 +79,113 @@ pub fn write_reorder_parquet(
 /// in time order: the faulty switches reported by RLB*.
 pub fn write_alerts_parquet(path: &Path, alerts: &[AlertRecord]) -> Result<(), OutputError> {
     write_table(path, alerts, ROWS_PER_GROUP, alert_columns)
+}
+
+/// The monitor files of a run, `monitor_<kind>.parquet` (kinds: queue, pfc, rate, link_util,
+/// scheme), each with its table if the run has a monitor of that kind (`None`: the file must
+/// not be there).
+pub fn monitor_files(out: Option<&MonitorOutput>) -> [(&'static str, Option<MonitorTable<'_>>); 5] {
+    let table = |f: fn(&MonitorOutput) -> Option<MonitorTable<'_>>| out.and_then(f);
+    [
+        (
+            "monitor_queue.parquet",
+            table(|m| m.queue.as_deref().map(MonitorTable::Queue)),
+        ),
+        (
+            "monitor_pfc.parquet",
+            table(|m| m.pfc.as_deref().map(MonitorTable::Pfc)),
+        ),
+        (
+            "monitor_rate.parquet",
+            table(|m| m.rate.as_deref().map(MonitorTable::Rate)),
+        ),
+        (
+            "monitor_link_util.parquet",
+            table(|m| m.link_util.as_deref().map(MonitorTable::LinkUtil)),
+        ),
+        (
+            "monitor_scheme.parquet",
+            table(|m| m.scheme.as_deref().map(MonitorTable::Scheme)),
+        ),
+    ]
+}
+
+/// The rows of one monitor file.
+pub enum MonitorTable<'a> {
+    Queue(&'a [QueueSample]),
+    Pfc(&'a [PfcEvent]),
+    Rate(&'a [RateSample]),
+    LinkUtil(&'a [LinkUtilSample]),
+    Scheme(&'a [SchemeSample]),
+}
+
+/// Writes a monitor table to `path`, one row per record, columns named as its fields
+/// (`docs/metrics.md`).
+pub fn write_monitor_parquet(path: &Path, table: &MonitorTable) -> Result<(), OutputError> {
+    match table {
+        MonitorTable::Queue(rows) => write_table(path, rows, ROWS_PER_GROUP, queue_columns),
+        MonitorTable::Pfc(rows) => write_table(path, rows, ROWS_PER_GROUP, pfc_columns),
+        MonitorTable::Rate(rows) => write_table(path, rows, ROWS_PER_GROUP, rate_columns),
+        MonitorTable::LinkUtil(rows) => write_table(path, rows, ROWS_PER_GROUP, link_columns),
+        MonitorTable::Scheme(rows) => write_table(path, rows, ROWS_PER_GROUP, scheme_columns),
+    }
+}
+
+fn queue_columns(rows: &[QueueSample]) -> Columns<'_, QueueSample> {
+    Columns::new(rows)
+        .prim::<UInt16Type>("monitor", |r| r.monitor)
+        .prim::<UInt64Type>("time_ps", |r| r.time_ps)
+        .prim::<UInt32Type>("node", |r| r.node)
+        .prim::<UInt16Type>("port", |r| r.port)
+        .prim::<UInt8Type>("priority", |r| r.priority)
+        .prim::<UInt64Type>("egress_bytes", |r| r.egress_bytes)
+        .prim::<UInt64Type>("ingress_bytes", |r| r.ingress_bytes)
+        .prim::<UInt64Type>("xoff_bytes", |r| r.xoff_bytes)
+}
+
+fn pfc_columns(rows: &[PfcEvent]) -> Columns<'_, PfcEvent> {
+    Columns::new(rows)
+        .prim::<UInt16Type>("monitor", |r| r.monitor)
+        .prim::<UInt64Type>("time_ps", |r| r.time_ps)
+        .prim::<UInt32Type>("node", |r| r.node)
+        .prim::<UInt16Type>("port", |r| r.port)
+        .prim::<UInt32Type>("peer", |r| r.peer)
+        .prim::<UInt8Type>("priority", |r| r.priority)
+        .utf8("direction", |r| r.direction)
+        .utf8("frame", |r| r.frame)
+        .opt::<UInt64Type>("duration_ps", |r| r.duration_ps)
+}
+
+fn rate_columns(rows: &[RateSample]) -> Columns<'_, RateSample> {
+    Columns::new(rows)
+        .prim::<UInt16Type>("monitor", |r| r.monitor)
+        .prim::<UInt64Type>("time_ps", |r| r.time_ps)
+        .prim::<UInt32Type>("flow_id", |r| r.flow_id)
+        .prim::<Float64Type>("rate_bps", |r| r.rate_bps)
+        .opt::<Float64Type>("target_bps", |r| r.target_bps)
+        .prim::<UInt64Type>("acked_bytes", |r| r.acked_bytes)
+        .prim::<UInt32Type>("cnps", |r| r.cnps)
+}
+
+fn link_columns(rows: &[LinkUtilSample]) -> Columns<'_, LinkUtilSample> {
+    Columns::new(rows)
+        .prim::<UInt16Type>("monitor", |r| r.monitor)
+        .prim::<UInt64Type>("time_ps", |r| r.time_ps)
+        .prim::<UInt32Type>("node", |r| r.node)
+        .prim::<UInt16Type>("port", |r| r.port)
+        .prim::<UInt32Type>("peer", |r| r.peer)
+        .prim::<UInt64Type>("tx_bytes", |r| r.tx_bytes)
+        .prim::<Float64Type>("utilization", |r| r.utilization)
+}
+
+fn scheme_columns(rows: &[SchemeSample]) -> Columns<'_, SchemeSample> {
+    Columns::new(rows)
+        .prim::<UInt16Type>("monitor", |r| r.monitor)
+        .prim::<UInt64Type>("time_ps", |r| r.time_ps)
+        .prim::<UInt32Type>("node", |r| r.node)
+        .utf8("signal", |r| r.signal)
+        .prim::<UInt32Type>("key", |r| r.key)
+        .prim::<Float64Type>("value", |r| r.value)
 }
 
 /// Writes one row per [`SummaryRow`] to `path`, in order, with the same column names as its

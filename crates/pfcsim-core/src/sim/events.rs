@@ -34,6 +34,8 @@ pub(super) enum Event {
     HostLbTimer(u32, u64),
     /// The resequencing timer of flow `f` at its receiver.
     ReseqTimeout(u32),
+    /// Monitor `i` looks (`monitor.rs`): not counted, not in the fingerprint.
+    Monitor(u32),
 }
 
 impl Event {
@@ -51,6 +53,7 @@ impl Event {
             Event::Reconverge(i) => 9 << 60 | i as u64,
             Event::HostLbTimer(h, t) => 10 << 60 | (h as u64) << 40 ^ t,
             Event::ReseqTimeout(f) => 11 << 60 | f as u64,
+            Event::Monitor(i) => 12 << 60 | i as u64,
         }
     }
 }
@@ -82,6 +85,11 @@ impl Simulation {
                 self.now = self.stop.at;
                 break;
             }
+            if let Event::Monitor(i) = ev {
+                // Observes the run without being part of it (see `monitor.rs`).
+                self.monitor_look(t, i);
+                continue;
+            }
             self.now = t;
             self.events_done += 1;
             self.fingerprint.add(t, ev.code());
@@ -111,6 +119,10 @@ impl Simulation {
             self.now = self.stop.at;
             return None;
         }
+        if let Event::Monitor(i) = ev {
+            self.monitor_look(t, i);
+            return Some(t);
+        }
         self.now = t;
         self.events_done += 1;
         self.fingerprint.add(t, ev.code());
@@ -132,6 +144,7 @@ impl Simulation {
             Event::Reconverge(i) => self.reconverge(i),
             Event::HostLbTimer(h, token) => self.host_lb_timer(h, token),
             Event::ReseqTimeout(f) => self.reseq_timeout(f),
+            Event::Monitor(_) => unreachable!("the event loop runs monitors itself"),
         }
     }
 }

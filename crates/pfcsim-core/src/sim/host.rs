@@ -233,6 +233,24 @@ impl FlowState {
         }
     }
 
+    /// What a rate monitor records of the flow at `now`, if it is sending (not finished):
+    /// its rate and DCQCN target rate (bit/s; no target without congestion control), the bytes
+    /// acknowledged and the CNPs received. Reads the DCQCN state without changing it.
+    pub(super) fn observe(&self, cc: &CcConfig, now: Time) -> Option<(f64, Option<f64>, u64, u32)> {
+        if self.finished.is_some() {
+            return None;
+        }
+        let (rate, target) = match (&self.cc, cc) {
+            (Some(d), CcConfig::Dcqcn(cfg)) => {
+                // On a copy: the rate's lazy increase steps are the run's own to apply.
+                let mut d = d.clone();
+                (d.rate(cfg, now), Some(d.target_rate()))
+            }
+            _ => (self.line_rate.bps() as f64, None),
+        };
+        Some((rate, target, self.snd_una, self.rec.cnps_received))
+    }
+
     /// Sending rate in bits/s at `now`.
     fn rate_bps(&mut self, cc: &CcConfig, now: Time) -> f64 {
         match (&mut self.cc, cc) {

@@ -109,8 +109,12 @@ impl Simulation {
                     port.paused |= bit;
                     port.prio[q].paused_since = now;
                 }
+                if self.monitors.is_some() {
+                    self.monitor_pfc(p, pkt.priority, true, false, None);
+                }
             }
             PacketKind::Resume => {
+                let paused_for = (port.paused & bit != 0).then(|| now - port.prio[q].paused_since);
                 if port.paused & bit != 0 {
                     let pq = &mut port.prio[q];
                     pq.pause_clock += (now - pq.paused_since).ps();
@@ -119,6 +123,9 @@ impl Simulation {
                     if port.paused == 0 {
                         port.rec.paused_time_ps += (now - port.paused_any_since).ps();
                     }
+                }
+                if self.monitors.is_some() {
+                    self.monitor_pfc(p, pkt.priority, false, false, paused_for);
                 }
                 self.try_send(p);
             }
@@ -141,6 +148,9 @@ impl Simulation {
             _ => port.rec.pfc_resumes_sent += 1,
         }
         port.pfc_out.push_back(pid);
+        if self.monitors.is_some() {
+            self.monitor_pfc(p, prio, kind == PacketKind::Pause, true, None);
+        }
         self.try_send(p);
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Files: `setup.rs` builds a [`Simulation`], `events.rs` is the event loop, `links.rs` the
 //! serializers, wires and PFC frames, `switch.rs` and `host.rs` the nodes, `results.rs`
-//! collects the [`RunOutput`]; `config.rs` holds the fabric's parameters and their checks.
+//! collects the [`RunOutput`], `monitor.rs` records the monitors; `config.rs` holds the fabric's parameters and their checks.
 //!
 //! Layout of the state (all in one [`Simulation`] value, no globals):
 //! * every node's ports ([`crate::port::PortState`]) are contiguous in `ports`; a port is one
@@ -26,6 +26,7 @@ mod hold;
 mod host;
 mod host_lb;
 mod links;
+mod monitor;
 mod reseq;
 mod results;
 #[cfg(test)]
@@ -119,6 +120,8 @@ pub struct Simulation {
     host_side: Option<Box<host_lb::HostSide>>,
     /// The receivers' resequencing buffer, if the scheme has one (`reseq.rs`).
     reseq: Option<Box<reseq::Resequencer>>,
+    /// The run's monitors, if it has any (`monitor.rs`).
+    monitors: Option<Box<monitor::Monitors>>,
 }
 
 impl Simulation {

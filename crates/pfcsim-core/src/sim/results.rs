@@ -2,7 +2,9 @@
 
 use super::Simulation;
 use crate::lb::Counters;
-use crate::metrics::{pfc_rates, AlertRecord, FlowRecord, PortRecord, ReorderChange, RunStats};
+use crate::metrics::{
+    pfc_rates, AlertRecord, FlowRecord, MonitorOutput, PortRecord, ReorderChange, RunStats,
+};
 
 /// Results of a run.
 #[derive(Clone, Debug)]
@@ -24,6 +26,8 @@ pub struct RunOutput {
     pub held_packets: usize,
     /// Faulty switches reported by RLB* (Algorithm 2), in time order (empty otherwise).
     pub alerts: Vec<AlertRecord>,
+    /// What the monitors recorded (`None`: the run has no monitor).
+    pub monitors: Option<MonitorOutput>,
 }
 
 impl Simulation {
@@ -75,6 +79,11 @@ impl Simulation {
             side.counters(&mut counters);
         }
         alerts.sort_by_key(|a: &AlertRecord| (a.time_ps, a.node, a.port));
+        let monitors = self.monitors.map(|m| m.finish());
+        let mut monitor_counters = std::collections::BTreeMap::new();
+        if let Some(m) = monitors.as_ref().filter(|m| m.pfc.is_some()) {
+            monitor_counters.insert("monitor.pfc_events_dropped".into(), m.pfc_events_dropped);
+        }
         let stats = RunStats {
             events: self.events_done,
             end_ps: now.ps(),
@@ -99,6 +108,7 @@ impl Simulation {
             data_packets_delivered: self.data_packets_delivered,
             alerts: alerts.len() as u64,
             scheme_counters: counters.into_map(),
+            monitor_counters,
             flows_total: self.flows.len() as u64,
             flows_finished: self.flows_finished,
             measure_from_ps: self.measure_from.ps(),
@@ -127,6 +137,7 @@ impl Simulation {
             reorder_log,
             held_packets,
             alerts,
+            monitors,
         }
     }
 }

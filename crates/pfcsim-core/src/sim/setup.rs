@@ -171,6 +171,7 @@ impl Simulation {
             held: None,
             host_side: None,
             reseq: None,
+            monitors: None,
         };
         let n_flows = sim.flows.len();
         let lb_caps = sim.cfg.lb.capabilities();

@@ -12,6 +12,7 @@ mod hermes;
 mod host_schemes;
 mod lbodsn;
 mod metrics;
+mod monitors;
 mod plb;
 mod rlb;
 mod testing;

@@ -565,4 +565,24 @@ impl SwitchScheme for Plb {
             out.add(name, value);
         }
     }
+
+    /// At ToRs, per (destination ToR `t`, uplink at local `port`), key `t << 16 | port`:
+    /// `path_rtt_us`, the RTT PLB believes the path has (µs); `path_class`, its class (0
+    /// non-congested, 1 undetermined: paused by PFC, 2 congested); `kicked`, 1 while it is
+    /// kicked out.
+    fn samples(&self, now: Time, emit: &mut dyn FnMut(&'static str, u32, f64)) {
+        for t in (0..self.base_rtt.len() as u32).filter(|&t| Some(t) != self.my_tor) {
+            for (up, &port) in self.uplinks.iter().enumerate() {
+                let (key, up) = (t << 16 | port as u32, up as u8);
+                emit("path_rtt_us", key, self.rtt(now, t, up).ps() as f64 / 1e6);
+                let class = match self.class_seen(now, t, up) {
+                    Class::NonCongested => 0.0,
+                    Class::Undetermined => 1.0,
+                    Class::Congested => 2.0,
+                };
+                emit("path_class", key, class);
+                emit("kicked", key, self.kicked(now, t, up) as u8 as f64);
+            }
+        }
+    }
 }

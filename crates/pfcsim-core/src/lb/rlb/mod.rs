@@ -351,6 +351,31 @@ impl SwitchScheme for Rlb {
         &self.alerts
     }
 
+    /// `path_rtt_us` at ToRs: the RTT RLB uses for each (destination ToR `t`, uplink `port`),
+    /// key `t << 16 | port`, in µs (the base RTT until a sample comes back); `warned`: per
+    /// egress `port` (key) with a warning in force, the bit mask of its warned priorities.
+    /// Then the inner scheme's values.
+    fn samples(&self, now: Time, emit: &mut dyn FnMut(&'static str, u32, f64)) {
+        for (port, &up) in self.uplink_index.iter().enumerate() {
+            if up == u8::MAX {
+                continue;
+            }
+            for t in (0..self.base_rtt.len() as u32).filter(|&t| Some(t) != self.my_tor) {
+                let rtt = self.rtt(now, Some(t), port as u16);
+                emit("path_rtt_us", t << 16 | port as u32, rtt.ps() as f64 / 1e6);
+            }
+        }
+        for port in 0..self.removed.len() as u16 {
+            let mask = (0..N_PRIO as u8)
+                .filter(|&q| self.warned(port, q, now))
+                .fold(0u32, |m, q| m | 1 << q);
+            if mask != 0 {
+                emit("warned", port as u32, mask as f64);
+            }
+        }
+        self.inner.samples(now, emit);
+    }
+
     /// A data packet (or, in piggyback mode, an ACK or NACK) leaves egress `port`: the inner
     /// scheme's hook, the sampling ticks restart if they had stopped (an idle switch does not
     /// tick, so runs drain), and at a leaf's uplink the piggybacked timestamps are written.
