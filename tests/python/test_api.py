@@ -241,6 +241,7 @@ def test_schemes_list_their_defaults() -> None:
         "hermes",
         "rlb",
         "plb",
+        "lbodsn",
         "clove",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
