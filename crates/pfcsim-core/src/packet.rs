@@ -188,24 +188,34 @@ impl PacketArena {
         }
     }
 
+    #[inline]
     pub fn alloc(&mut self, p: Packet) -> PacketId {
         self.live += 1;
-        if let Some(i) = self.free.pop() {
-            self.slots[i as usize] = p;
-            if self.scheme_words {
-                self.words[i as usize] = 0;
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = p;
+                if self.scheme_words {
+                    self.words[i as usize] = 0;
+                }
+                PacketId(i)
             }
-            PacketId(i)
-        } else {
-            self.slots.push(p);
-            if self.scheme_words {
-                self.words.push(0);
-            }
-            if self.track_arrivals {
-                self.arrivals.push(Time::ZERO);
-            }
-            PacketId(self.slots.len() as u32 - 1)
+            None => self.grow(p),
         }
+    }
+
+    /// A new slot, once every freed one is in use again (only until the number of packets in
+    /// flight peaks: kept out of line so that `alloc` inlines).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, p: Packet) -> PacketId {
+        self.slots.push(p);
+        if self.scheme_words {
+            self.words.push(0);
+        }
+        if self.track_arrivals {
+            self.arrivals.push(Time::ZERO);
+        }
+        PacketId(self.slots.len() as u32 - 1)
     }
 
     /// Records that packet `id` arrived at a switch at `at` (only in an arena

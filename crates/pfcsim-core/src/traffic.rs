@@ -386,11 +386,14 @@ impl TrafficSpec {
                             )));
                         }
                     }
-                    let at = format!(
-                        "{key}.path: {}: flow {i} (line {}): priority",
-                        f.path, fl.line
-                    );
-                    check_range(&at, fl.priority, 1..=7, "").map_err(TrafficError)?;
+                    // The flow's place is spelt out only if the check fails (a flow file may
+                    // hold 100,000 flows).
+                    check_range("priority", fl.priority, 1..=7, "").map_err(|e| {
+                        TrafficError(format!(
+                            "{key}.path: {}: flow {i} (line {}): {e}",
+                            f.path, fl.line
+                        ))
+                    })?;
                     flows.push(FlowSpec {
                         src: fl.src,
                         dst: fl.dst,
@@ -534,6 +537,25 @@ mod tests {
         assert!(e
             .0
             .starts_with("traffic[0].flows[0].path: [0, 0, 0, 0, 0] is not a valid path"));
+    }
+
+    /// A flow file's priority out of range names the file, the flow and its line (the message
+    /// is built only then).
+    #[test]
+    fn a_flow_file_priority_out_of_range_names_the_flow() {
+        let t = topo();
+        let read = |_: &str| Ok("2\n0 20 3 1000 2.0\n1 20 0 1000 2.000001\n".to_string());
+        let c = TrafficContext {
+            read_file: &read,
+            ..ctx(&t)
+        };
+        let spec = TrafficSpec::FlowFile(FlowFileSpec {
+            path: "flows.txt".into(),
+        });
+        assert_eq!(
+            spec.generate(0, &c).unwrap_err().0,
+            "traffic[0].path: flows.txt: flow 1 (line 3): priority: 0 is out of range; use 1..=7"
+        );
     }
 
     #[test]

@@ -373,8 +373,10 @@ impl Switch {
     }
 
     /// Calls `hook` with this switch's scheme, the context the scheme sees and acts through,
-    /// and the switch's next-hop table (for slicing the candidates of a decision).
-    #[inline]
+    /// and the switch's next-hop table (for slicing the candidates of a decision). Always
+    /// inlined: on the data path (`choose`, `on_dequeue`) an out-of-line call that builds the
+    /// context costs more than the hook of a simple scheme.
+    #[inline(always)]
     pub(super) fn with_scheme<R>(
         &mut self,
         now: Time,
