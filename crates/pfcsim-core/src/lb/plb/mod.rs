@@ -227,11 +227,6 @@ impl Plb {
         }
     }
 
-    /// What this switch counted.
-    pub fn plb_counters(&self) -> PlbCounters {
-        self.counters
-    }
-
     /// The average sojourn time `t_avgST` at this switch.
     pub fn avg_sojourn(&self) -> Time {
         Time::from_ps((self.avg_sojourn_ns * 1_000.0) as u64)
@@ -335,7 +330,7 @@ impl Plb {
             .filter(|&last| entry.tor == t && now.saturating_sub(last) <= self.flow_idle)
             .map(|_| entry.up)
             .filter(|&up| cands.contains(&self.uplinks[up as usize]));
-        let mut up = match current {
+        let up = match current {
             Some(up) => {
                 self.check_source(ctx, pkt, t, up);
                 let stay = self.active(now, t, up) && self.class(now, t, up) != Class::Congested;
@@ -362,9 +357,6 @@ impl Plb {
                 }
             }
         };
-        if !cands.contains(&self.uplinks[up as usize]) {
-            up = self.uplink_index[cands[0] as usize];
-        }
         if current.is_some_and(|c| c != up) {
             self.counters.path_changes += 1;
         }
@@ -575,7 +567,7 @@ impl SwitchScheme for Plb {
             for (up, &port) in self.uplinks.iter().enumerate() {
                 let (key, up) = (t << 16 | port as u32, up as u8);
                 emit("path_rtt_us", key, self.rtt(now, t, up).ps() as f64 / 1e6);
-                let class = match self.class_seen(now, t, up) {
+                let class = match self.class(now, t, up) {
                     Class::NonCongested => 0.0,
                     Class::Undetermined => 1.0,
                     Class::Congested => 2.0,

@@ -73,14 +73,10 @@ impl Plb {
         }
     }
 
-    /// The utilization metric of path (`t`, `up`): 2^q_bits at full use.
-    pub fn util_metric(&mut self, now: Time, t: u32, up: u8) -> u32 {
-        let local = self.dres.metric(now.ps(), self.uplinks[up as usize]);
-        self.util_with(now, t, up, local)
-    }
-
-    /// The utilization metric of path (`t`, `up`) with its uplink's DRE metric `local`.
-    fn util_with(&self, now: Time, t: u32, up: u8, local: u32) -> u32 {
+    /// The utilization metric of path (`t`, `up`): 2^q_bits at full use (a read: the
+    /// uplink's DRE is left as it is, so monitors may call it too).
+    pub fn util_metric(&self, now: Time, t: u32, up: u8) -> u32 {
+        let local = self.dres.metric_at(now.ps(), self.uplinks[up as usize]);
         let remote = self
             .fresh(now, self.path(t, up))
             .map_or(0, |(_, ce)| ce as u32);
@@ -88,32 +84,10 @@ impl Plb {
     }
 
     /// The class of path (`t`, `up`) (section 3.2).
-    pub fn class(&mut self, now: Time, t: u32, up: u8) -> Class {
-        if self.rtt(now, t, up) < self.rtt_low(t) {
-            return Class::NonCongested;
-        }
-        let util = self.util_metric(now, t, up);
-        self.class_of_congested(util)
-    }
-
-    /// The class of path (`t`, `up`) as it stands at `now`, without decaying the uplink's
-    /// DRE in place (monitors).
-    pub(super) fn class_seen(&self, now: Time, t: u32, up: u8) -> Class {
-        if self.rtt(now, t, up) < self.rtt_low(t) {
-            return Class::NonCongested;
-        }
-        let local = self.dres.metric_at(now.ps(), self.uplinks[up as usize]);
-        self.class_of_congested(self.util_with(now, t, up, local))
-    }
-
-    /// `RTT_low` towards ToR `t`.
-    fn rtt_low(&self, t: u32) -> Time {
-        self.base_rtt[t as usize] + self.rtt_low_extra
-    }
-
-    /// The class of a path at or above `RTT_low` with utilization metric `util`.
-    fn class_of_congested(&self, util: u32) -> Class {
-        if util as f64 >= self.full_metric {
+    pub fn class(&self, now: Time, t: u32, up: u8) -> Class {
+        if self.rtt(now, t, up) < self.base_rtt[t as usize] + self.rtt_low_extra {
+            Class::NonCongested
+        } else if self.util_metric(now, t, up) as f64 >= self.full_metric {
             Class::Congested
         } else {
             Class::Undetermined
