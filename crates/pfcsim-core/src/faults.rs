@@ -331,28 +331,8 @@ fn pairs_through(topology: &Topology, s: u32) -> Vec<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{FabricLinkSpec, LeafSpine, LinkSpec};
 
-    /// 2 leaves x 2 spines x 2 hosts per leaf: hosts 0-3, leaves 4-5, spines 6-7.
-    fn fabric() -> (TopologySpec, Topology) {
-        let rate = Rate::gbps(100);
-        let delay = Time::from_us(1);
-        let spec = TopologySpec::LeafSpine {
-            leaves: 2,
-            spines: 2,
-            hosts_per_leaf: 2,
-            host_link: LinkSpec { rate, delay },
-            fabric_link: FabricLinkSpec {
-                rate: Some(rate),
-                delay,
-            },
-            oversubscription: None,
-            overrides: Vec::new(),
-            degrade: None,
-        };
-        let topo = Topology::leaf_spine(&LeafSpine::uniform(2, 2, 2, rate, delay));
-        (spec, topo)
-    }
+    use crate::topology::test_leaf_spine as fabric;
 
     fn parse(toml_text: &str) -> Vec<FaultSpec> {
         #[derive(Deserialize)]

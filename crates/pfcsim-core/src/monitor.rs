@@ -576,31 +576,8 @@ fn check_budget(monitors: &[Monitor], limit: Bytes) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{FabricLinkSpec, LeafSpine, LinkSpec};
-    use crate::units::Rate;
 
-    /// 2 leaves x 2 spines x 2 hosts per leaf: hosts 0-3, leaves 4-5, spines 6-7.
-    fn fabric() -> (TopologySpec, Topology) {
-        let rate = Rate::gbps(100);
-        let delay = Time::from_us(1);
-        let spec = TopologySpec::LeafSpine {
-            leaves: 2,
-            spines: 2,
-            hosts_per_leaf: 2,
-            host_link: LinkSpec { rate, delay },
-            fabric_link: FabricLinkSpec {
-                rate: Some(rate),
-                delay,
-            },
-            oversubscription: None,
-            overrides: Vec::new(),
-            degrade: None,
-        };
-        (
-            spec,
-            Topology::leaf_spine(&LeafSpine::uniform(2, 2, 2, rate, delay)),
-        )
-    }
+    use crate::topology::test_leaf_spine as fabric;
 
     fn parse(text: &str) -> Vec<MonitorSpec> {
         #[derive(Deserialize)]

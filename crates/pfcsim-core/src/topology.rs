@@ -659,6 +659,29 @@ impl Topology {
     }
 }
 
+/// 2 leaves x 2 spines x 2 hosts per leaf, 100 Gbps and 1 us links, as a spec and built:
+/// hosts 0-3, leaves 4-5, spines 6-7 (unit tests of what names nodes: faults, monitors).
+#[cfg(test)]
+pub(crate) fn test_leaf_spine() -> (TopologySpec, Topology) {
+    let rate = Rate::gbps(100);
+    let delay = Time::from_us(1);
+    let spec = TopologySpec::LeafSpine {
+        leaves: 2,
+        spines: 2,
+        hosts_per_leaf: 2,
+        host_link: LinkSpec { rate, delay },
+        fabric_link: FabricLinkSpec {
+            rate: Some(rate),
+            delay,
+        },
+        oversubscription: None,
+        overrides: Vec::new(),
+        degrade: None,
+    };
+    let topo = Topology::leaf_spine(&LeafSpine::uniform(2, 2, 2, rate, delay));
+    (spec, topo)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
