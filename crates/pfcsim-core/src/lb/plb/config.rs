@@ -62,7 +62,8 @@ pub struct PlbConfig {
     /// Bits of the quantized utilization carried in headers: utilization = metric /
     /// 2^q_bits (default 6; CONGA's 3 bits cannot tell 0.9 from 0.875). Valid: 1..=7.
     pub q_bits: u32,
-    /// Entries of the source ToR's flow table, indexed by flow hash (default 65,536).
+    /// Entries of the source ToR's flow table, indexed by flow hash (default 65,536, the
+    /// size of CONGA's hardware flowlet table; the paper gives none).
     /// Valid: 1..=16,777,216.
     pub table_size: u32,
 }
