@@ -68,6 +68,7 @@ pub mod probe;
 pub mod reorder;
 pub mod rlb;
 pub mod rps;
+pub mod stamps;
 
 pub mod wrap;
 

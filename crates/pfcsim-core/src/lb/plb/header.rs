@@ -7,28 +7,25 @@
 //! PLB's scheme word ([`crate::lb::Capabilities::scheme_word`]) carries the RTT and
 //! utilization samples: bits 0..32 a [`Stamp`] on its way from the source ToR to the
 //! destination ToR (the stamped packet's uplink is in `meta`), bits 32..64 an [`Echo`] of one
-//! on its way back. Times are in units of 64 ns over 17 bits (they wrap after 8.39 ms); the
+//! on its way back. Times are in units of 64 ns over 17 bits ([`CLOCK`]: they wrap after
+//! 8.39 ms); the
 //! utilization is the CE fold of the path's DRE metrics ([`crate::lb::dre`]); an echo names
 //! the uplink in 6 bits, so a source ToR measures its first 64 uplinks.
 
-use crate::units::Time;
+use crate::lb::stamps::StampClock;
 
 const BUDGET_BITS: u32 = 24;
 /// The largest budget a header holds, in nanoseconds (about 16.8 ms).
 pub const BUDGET_MAX_NS: u64 = (1 << BUDGET_BITS) - 1;
-/// Timestamp unit and width.
-const TS_UNIT_PS: u64 = 64_000;
+/// Timestamp width, and its clock (64 ns units).
 const TS_BITS: u32 = 17;
-const TS_MASK: u32 = (1 << TS_BITS) - 1;
+pub const CLOCK: StampClock = StampClock::new(64_000, TS_BITS);
+const TS_MASK: u32 = CLOCK.mask();
 const VALID: u32 = 1 << 31;
 const CE_SHIFT: u32 = TS_BITS;
 const UP_SHIFT: u32 = CE_SHIFT + 8;
 /// Uplinks an echo can name.
 pub const MEASURED_UPLINKS: usize = 64;
-/// Half the timestamps' wrap: an older stamp could be taken for a recent one, so a
-/// destination ToR drops a stamp it could not return within this time.
-pub const STAMP_STALE: Time = Time::from_ps((1u64 << (TS_BITS - 1)) * TS_UNIT_PS);
-
 /// `meta` carrying budget `budget_ns` (saturated) and uplink `up`.
 #[inline]
 pub fn pack_meta(budget_ns: u64, up: u8) -> u32 {
@@ -52,18 +49,6 @@ pub fn meta_uplink(meta: u32) -> Option<u8> {
 #[inline]
 pub fn with_budget(meta: u32, budget_ns: u64) -> u32 {
     meta & !(BUDGET_MAX_NS as u32) | budget_ns.min(BUDGET_MAX_NS) as u32
-}
-
-/// A timestamp of `now` (64 ns units, wrapping).
-#[inline]
-pub fn timestamp(now: Time) -> u32 {
-    (now.ps() / TS_UNIT_PS) as u32 & TS_MASK
-}
-
-/// Time from timestamp `ts` to `now` (modulo the wrap).
-#[inline]
-pub fn since(now: Time, ts: u32) -> Time {
-    Time::from_ps((timestamp(now).wrapping_sub(ts) & TS_MASK) as u64 * TS_UNIT_PS)
 }
 
 /// A path sample on its way to the destination ToR: when it left the source ToR, and the
@@ -134,7 +119,7 @@ mod tests {
     }
 
     #[test]
-    fn the_word_round_trips_and_timestamps_wrap() {
+    fn the_word_round_trips() {
         let w = Word {
             stamp: Some(Stamp { ts: 5, ce: 200 }),
             echo: Some(Echo {
@@ -145,12 +130,5 @@ mod tests {
         assert_eq!(Word::of(w.bits()), w);
         assert_eq!(Word::of(0), Word::default());
         assert_ne!(Word { stamp: None, ..w }.bits(), 0);
-        // 10 us measured across the wrap of the 17-bit clock, to the unit below (64 ns).
-        let sent = Time::from_ps((TS_MASK as u64) * TS_UNIT_PS);
-        let ts = timestamp(sent);
-        assert_eq!(
-            since(sent + Time::from_us(10), ts),
-            Time::from_ps(156 * 64_000)
-        );
     }
 }

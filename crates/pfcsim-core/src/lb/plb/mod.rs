@@ -53,6 +53,7 @@ pub use config::{Kick, PlbConfig};
 pub use paths::Class;
 
 use super::dre::{fold, PortDres};
+use super::stamps::{HeldStamps, StampsSent};
 use super::{flow_hash, Counters, LbCtx, LbFabric, PortDir, RoutedMessage, SwitchScheme, NO_TOR};
 use crate::engine::mix64;
 use crate::packet::{LbHeader, Packet, PacketKind};
@@ -93,13 +94,6 @@ struct FlowEntry {
     up: u8,
 }
 
-/// A stamp the destination ToR holds until a packet towards its source ToR leaves.
-#[derive(Clone, Copy, Debug, Default)]
-struct Held {
-    stamp: Option<Stamp>,
-    at: Time,
-}
-
 /// One switch's PLB state.
 #[derive(Debug)]
 pub struct Plb {
@@ -131,11 +125,10 @@ pub struct Plb {
     avg_sojourn_ns: f64,
     /// `paths[tor * n_up + up]` (source ToR side).
     paths: Vec<Path>,
-    /// Per destination ToR: the latest send time of a stamp that came back.
-    answered_sent: Vec<Time>,
-    /// `held[tor * n_up + up]`: stamps from ToR `tor`'s uplink `up` (destination ToR side).
-    held: Vec<Held>,
-    held_count: Vec<u32>,
+    /// Stamps sent per path, and unanswered (source ToR side).
+    sent: StampsSent,
+    /// Stamps from another ToR's uplinks, held for the way back (destination ToR side).
+    held: HeldStamps<Stamp>,
     flows: Vec<FlowEntry>,
     /// Last KICK sent per (source ToR, destination ToR, uplink).
     kicks_sent: HashMap<u64, Time>,
@@ -214,9 +207,8 @@ impl Plb {
             dres: PortDres::new(cfg.t_dre, cfg.dre_alpha, cfg.q_bits, &fabric.port_rate_bps),
             avg_sojourn_ns: 0.0,
             paths: vec![Path::default(); per_tor(n_up)],
-            answered_sent: vec![Time::ZERO; per_tor(1)],
-            held: vec![Held::default(); per_tor(n_up)],
-            held_count: vec![0; per_tor(1)],
+            sent: StampsSent::new(if source { tors } else { 0 }, n_up, header::CLOCK),
+            held: HeldStamps::new(if source { tors } else { 0 }, n_up),
             flows: if source {
                 vec![FlowEntry::default(); cfg.table_size as usize]
             } else {
@@ -397,47 +389,25 @@ impl Plb {
             let budget = self.budget_ns(now, t, up);
             pkt.lb.meta = header::pack_meta(budget, up);
             let period = self.rtt_period[t as usize];
-            let path = self.path_mut(t, up);
-            if carried.stamp.is_none() && !path.last_stamp.is_some_and(|at| now < at + period) {
-                path.last_stamp = Some(now);
-                path.unanswered_since.get_or_insert(now);
+            if carried.stamp.is_none() && self.sent.take_due(t, up, now, period) {
                 let ce = fold(0, self.dres.metric(now.ps(), port));
                 carried.stamp = Some(Stamp {
-                    ts: header::timestamp(now),
+                    ts: header::CLOCK.read(now),
                     ce,
                 });
                 self.counters.stamps += 1;
             }
         }
         if carried.echo.is_none() {
-            carried.echo = self.take_held(now, t);
+            carried.echo =
+                self.held
+                    .take_oldest(t, now, header::CLOCK.stale())
+                    .map(|(up, stamp)| Echo {
+                        up: up as u8,
+                        stamp,
+                    });
         }
         *word = carried.bits();
-    }
-
-    /// The oldest stamp held for ToR `t` that is not stale, as an echo.
-    fn take_held(&mut self, now: Time, t: u32) -> Option<Echo> {
-        if self.held_count[t as usize] == 0 {
-            return None;
-        }
-        let n_up = self.n_up();
-        let held = &mut self.held[t as usize * n_up..(t as usize + 1) * n_up];
-        let mut oldest: Option<(Time, usize)> = None;
-        for (i, h) in held.iter_mut().enumerate() {
-            if h.stamp.is_none() {
-                continue;
-            }
-            if now.saturating_sub(h.at) > header::STAMP_STALE {
-                h.stamp = None;
-                self.held_count[t as usize] -= 1;
-            } else if oldest.map_or(true, |(at, _)| h.at < at) {
-                oldest = Some((h.at, i));
-            }
-        }
-        let (_, i) = oldest?;
-        let stamp = held[i].stamp.take()?;
-        self.held_count[t as usize] -= 1;
-        Some(Echo { up: i as u8, stamp })
     }
 }
 
@@ -515,17 +485,7 @@ impl SwitchScheme for Plb {
         }
         if let (Some(stamp), Some(up)) = (carried.stamp, header::meta_uplink(pkt.lb.meta)) {
             // Held for the way back; a newer stamp of the same path replaces it.
-            if (up as usize) < self.n_up() {
-                let n_up = self.n_up();
-                let h = &mut self.held[from as usize * n_up + up as usize];
-                if h.stamp.is_none() {
-                    self.held_count[from as usize] += 1;
-                }
-                *h = Held {
-                    stamp: Some(stamp),
-                    at: ctx.now,
-                };
-            }
+            self.held.hold(from, up as usize, stamp, ctx.now);
         }
         if let Some(echo) = carried.echo {
             if (echo.up as usize) < self.n_up() {
@@ -536,7 +496,7 @@ impl SwitchScheme for Plb {
 
     fn on_control(&mut self, ctx: &mut LbCtx, _port: u16, header: &LbHeader) {
         let (t, up) = (header.path_tag, header.meta);
-        if (t as usize) < self.answered_sent.len() && (up as usize) < self.n_up() {
+        if (up as usize) < self.n_up() && (t as usize) * self.n_up() < self.paths.len() {
             self.kick_out(ctx.now, t, up as u8);
         }
     }

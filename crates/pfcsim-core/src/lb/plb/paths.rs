@@ -2,9 +2,9 @@
 //! path is active, Algorithm 2 and the budget `t_td`.
 //!
 //! * A path's RTT is its latest sample, or the base RTT while it has none or its sample is
-//!   older than `aging`. As in RLB, a stamp not yet answered raises the RTT to its age once a
-//!   stamp sent later to the same ToR came back (silence is evidence only then: a path without
-//!   traffic back must not look slow).
+//!   older than `aging`. As in RLB ([`crate::lb::stamps`]), a stamp not yet answered raises
+//!   the RTT to its age once a stamp sent later to the same ToR came back (silence is evidence
+//!   only then: a path without traffic back must not look slow).
 //! * Its utilization is the larger of the fed-back CE (while not aged) and the source ToR's
 //!   current DRE metric of the uplink, over 2^q_bits.
 
@@ -35,9 +35,6 @@ pub(super) struct Path {
     sampled_at: Time,
     /// When the path was kicked out (`None`: active).
     kicked_at: Option<Time>,
-    /// Last stamp sent, and the send time of the oldest one not yet answered.
-    pub(super) last_stamp: Option<Time>,
-    pub(super) unanswered_since: Option<Time>,
 }
 
 impl Plb {
@@ -65,11 +62,9 @@ impl Plb {
         let rtt = self
             .fresh(now, path)
             .map_or(self.base_rtt[t as usize], |(rtt, _)| rtt);
-        match path.unanswered_since {
-            Some(since) if self.answered_sent[t as usize] > since => {
-                rtt.max(now.saturating_sub(since))
-            }
-            _ => rtt,
+        match self.sent.overdue_since(t, up) {
+            Some(since) => rtt.max(now.saturating_sub(since)),
+            None => rtt,
         }
     }
 
@@ -189,17 +184,16 @@ impl Plb {
     /// A returned stamp from ToR `t`: the RTT and utilization sample of my path (`t`,
     /// `echo.up`); a kicked path whose stamp left after the kick is back in service.
     pub(super) fn sample(&mut self, now: Time, t: u32, echo: Echo) {
-        let rtt = header::since(now, echo.stamp.ts).max(Time::from_ps(1));
+        let rtt = header::CLOCK
+            .since(now, echo.stamp.ts)
+            .max(Time::from_ps(1));
         let sent = now.saturating_sub(rtt);
         self.counters.samples += 1;
-        self.answered_sent[t as usize] = self.answered_sent[t as usize].max(sent);
+        self.sent.answered(t, echo.up, sent);
         let path = self.path_mut(t, echo.up);
         path.sample = Some((rtt, echo.stamp.ce));
         path.sample_sent = sent;
         path.sampled_at = now;
-        if path.unanswered_since.is_some_and(|since| since <= sent) {
-            path.unanswered_since = None;
-        }
         if path.kicked_at.is_some_and(|at| sent > at) {
             path.kicked_at = None;
             self.counters.readmissions += 1;

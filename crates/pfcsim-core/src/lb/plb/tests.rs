@@ -288,7 +288,7 @@ fn a_kicked_path_returns_with_a_fresh_sample_or_after_kick_ttl() {
     let echo = |ts_at: Time| Echo {
         up: 2,
         stamp: Stamp {
-            ts: header::timestamp(ts_at),
+            ts: header::CLOCK.read(ts_at),
             ce: 0,
         },
     };

@@ -81,6 +81,7 @@ pub use rtt::Stamps;
 use super::{
     pinned_choice, Counters, Ingress, Inner, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme,
 };
+use crate::lb::stamps::{HeldStamps, StampsSent};
 use crate::metrics::AlertRecord;
 use crate::packet::{LbHeader, Packet};
 use crate::port::N_PRIO;
@@ -88,7 +89,6 @@ use crate::units::Time;
 use predict::Watch;
 use recirculate::Recirc;
 use reroute::MAX_CANDIDATES;
-use rtt::{Held, PathRtt};
 use star::Round;
 
 /// Kinds of RLB messages (`meta` bits 0..2).
@@ -151,18 +151,17 @@ pub struct Rlb {
     n_up: usize,
     base_rtt: Vec<Time>,
     rtt_period: Vec<Time>,
-    paths: Vec<PathRtt>,
+    /// Per (destination ToR, uplink): the latest RTT sample (0: none yet; the base RTT
+    /// stands in), and the stamps or probes sent.
+    rtt_samples: Vec<Time>,
+    sent: StampsSent,
     /// RTTs ride on packets (`rtt_measurement = "piggyback"`), not on probes.
     piggyback: bool,
     /// The inner scheme sees ACKs in `on_dequeue` (RLB shows it only those it asked for).
     inner_acks: bool,
     /// Piggyback, at the destination leaf: per (source ToR, source uplink), the timestamp held
-    /// for the way back, and per source ToR how many are held.
-    held: Vec<Held>,
-    held_count: Vec<u32>,
-    /// Piggyback, at the source leaf: per destination ToR, the send time of the latest-sent
-    /// timestamp that came back (evidence that its packets do come back).
-    answered_sent: Vec<Time>,
+    /// for the way back.
+    held: HeldStamps<u32>,
     table: Vec<Recirc>,
     /// Entries of `table` in use (packets in the recirculation loop).
     in_loop: u32,
@@ -255,19 +254,10 @@ impl Rlb {
         };
         let inner = Inner::new(&cfg.inner, fabric);
         let piggyback = cfg.piggybacks() && n_up > 0;
-        let per_tor = |n: usize| {
-            if piggyback {
-                n * fabric.tors as usize
-            } else {
-                0
-            }
-        };
         Rlb {
             piggyback,
             inner_acks: inner.capabilities().acks,
-            held: vec![Held::default(); per_tor(n_up)],
-            held_count: vec![0; per_tor(1)],
-            answered_sent: vec![Time::ZERO; per_tor(1)],
+            held: HeldStamps::new(if piggyback { fabric.tors as usize } else { 0 }, n_up),
             inner,
             inner_follows: cfg.inner_follows,
             warning_end: cfg.warning_end,
@@ -289,14 +279,8 @@ impl Rlb {
             tor_of: fabric.tor_of.clone(),
             uplink_index,
             n_up,
-            paths: vec![
-                PathRtt::default();
-                if n_up > 0 {
-                    fabric.tors as usize * n_up
-                } else {
-                    0
-                }
-            ],
+            rtt_samples: vec![Time::ZERO; fabric.tors as usize * n_up],
+            sent: StampsSent::new(fabric.tors as usize, n_up, rtt::CLOCK),
             base_rtt,
             rtt_period,
             table: vec![

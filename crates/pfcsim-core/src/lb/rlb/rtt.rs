@@ -1,20 +1,19 @@
 //! Path RTTs (section V), at ToRs, per (destination ToR, uplink): timestamps piggybacked on
-//! packets ([`Stamps`], the default) or probes and their echoes.
+//! packets ([`Stamps`], the default; the bookkeeping is [`crate::lb::stamps`]'s) or probes and
+//! their echoes.
 
 use super::{Rlb, MSG_ECHO, MSG_PROBE};
+use crate::lb::stamps::StampClock;
 use crate::lb::{LbCtx, RoutedMessage, NO_TOR};
 use crate::packet::{LbHeader, Packet};
 use crate::units::Time;
 
-/// Probe timestamps: nanoseconds, 22 bits (wrap after 4.19 ms, far above any RTT).
+/// Timestamps: nanoseconds, 22 bits (wrap after 4.19 ms, far above any RTT).
 const TS_BITS: u32 = 22;
-const TS_MASK: u32 = (1 << TS_BITS) - 1;
+pub(super) const CLOCK: StampClock = StampClock::new(1_000, TS_BITS);
 /// A piggybacked timestamp (half of [`Stamps`]): bit 31 set, the source leaf's uplink index in
-/// bits 22..30, the send time in bits 0..22 (nanoseconds, wrapping).
+/// bits 22..30, the send time in bits 0..22.
 const STAMP_VALID: u32 = 1 << 31;
-/// A destination leaf drops a timestamp it could not return within this time (half the
-/// timestamp's wrap: an older one could be mistaken for a recent one).
-const STAMP_STALE: Time = Time::from_ps(((1u64 << TS_BITS) / 2) * 1_000);
 
 /// RLB's scheme word on a packet ([`Capabilities::scheme_word`]): the timestamps it carries
 /// (0: none).
@@ -44,27 +43,13 @@ impl Stamps {
 /// The timestamp of uplink `up` taken at `now`.
 #[inline]
 fn stamp_word(up: u8, now: Time) -> u32 {
-    STAMP_VALID | (up as u32) << TS_BITS | (now.ps() / 1_000) as u32 & TS_MASK
+    STAMP_VALID | (up as u32) << TS_BITS | CLOCK.read(now)
 }
 
-/// RTT state of one (destination ToR, uplink).
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct PathRtt {
-    /// Latest measured RTT (0: none yet; the base RTT stands in).
-    sample: Time,
-    /// Last probe sent (`None`: never).
-    last_probe: Option<Time>,
-    /// Send time of the oldest probe not yet answered, if any.
-    unanswered_since: Option<Time>,
-}
-
-/// A timestamp the destination leaf holds until a packet towards its source leaf leaves.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Held {
-    /// The stamp word (0: none held).
-    word: u32,
-    /// When it arrived here.
-    at: Time,
+/// The uplink index a timestamp names.
+#[inline]
+fn stamp_uplink(word: u32) -> usize {
+    (word >> TS_BITS & 0xff) as usize
 }
 
 impl Rlb {
@@ -78,38 +63,17 @@ impl Rlb {
             return;
         }
         let Some(t) = self.dst_tor(pkt) else { return };
-        let t = t as usize;
         let mut carried = Stamps::of(*word);
-        if pkt.kind == crate::packet::PacketKind::Data && carried.stamp == 0 {
-            let path = &mut self.paths[t * self.n_up + up as usize];
-            if !path
-                .last_probe
-                .is_some_and(|at| now < at + self.rtt_period[t])
-            {
-                path.last_probe = Some(now);
-                path.unanswered_since.get_or_insert(now);
-                carried.stamp = stamp_word(up, now);
-                self.counters.stamps += 1;
-            }
+        if pkt.kind == crate::packet::PacketKind::Data
+            && carried.stamp == 0
+            && self.sent.take_due(t, up, now, self.rtt_period[t as usize])
+        {
+            carried.stamp = stamp_word(up, now);
+            self.counters.stamps += 1;
         }
-        if carried.echo == 0 && self.held_count[t] > 0 {
-            let held = &mut self.held[t * self.n_up..(t + 1) * self.n_up];
-            let mut oldest: Option<(Time, usize)> = None;
-            for (i, h) in held.iter_mut().enumerate() {
-                if h.word == 0 {
-                    continue;
-                }
-                if now.saturating_sub(h.at) > STAMP_STALE {
-                    h.word = 0;
-                    self.held_count[t] -= 1;
-                } else if oldest.map_or(true, |(at, _)| h.at < at) {
-                    oldest = Some((h.at, i));
-                }
-            }
-            if let Some((_, i)) = oldest {
-                carried.echo = held[i].word;
-                held[i].word = 0;
-                self.held_count[t] -= 1;
+        if carried.echo == 0 {
+            if let Some((_, held)) = self.held.take_oldest(t, now, CLOCK.stale()) {
+                carried.echo = held;
             }
         }
         *word = carried.word();
@@ -129,33 +93,16 @@ impl Rlb {
         if from == NO_TOR || from == me {
             return;
         }
-        let t = from as usize;
         if stamp != 0 {
-            let up = (stamp >> TS_BITS & 0xff) as usize;
-            // A source leaf with more uplinks than this one: not measured (irregular fabrics).
-            if up < self.n_up {
-                let h = &mut self.held[t * self.n_up + up];
-                if h.word == 0 {
-                    self.held_count[t] += 1;
-                }
-                *h = Held {
-                    word: stamp,
-                    at: ctx.now,
-                };
-            }
+            self.held.hold(from, stamp_uplink(stamp), stamp, ctx.now);
         }
-        if echo != 0 {
-            let up = (echo >> TS_BITS & 0xff) as usize;
-            if up < self.n_up {
-                let now_ns = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
-                let rtt = Time::from_ns((now_ns.wrapping_sub(echo) & TS_MASK).max(1) as u64);
-                let path = &mut self.paths[t * self.n_up + up];
-                path.sample = rtt;
-                path.unanswered_since = None;
-                let sent = ctx.now.saturating_sub(rtt);
-                self.answered_sent[t] = self.answered_sent[t].max(sent);
-                self.counters.stamp_returns += 1;
-            }
+        let up = stamp_uplink(echo);
+        if echo != 0 && up < self.n_up {
+            let rtt = CLOCK.since(ctx.now, echo).max(Time::from_ns(1));
+            self.rtt_samples[from as usize * self.n_up + up] = rtt;
+            self.sent
+                .answered(from, up as u8, ctx.now.saturating_sub(rtt));
+            self.counters.stamp_returns += 1;
         }
     }
 
@@ -168,19 +115,20 @@ impl Rlb {
         if up == u8::MAX {
             return Time::ZERO;
         }
-        let path = &self.paths[t as usize * self.n_up + up as usize];
-        let sample = if path.sample > Time::ZERO {
-            path.sample
-        } else {
-            self.base_rtt[t as usize]
+        let sample = match self.rtt_samples[t as usize * self.n_up + up as usize] {
+            Time::ZERO => self.base_rtt[t as usize],
+            sample => sample,
         };
-        match path.unanswered_since {
-            // Piggybacked: silence is evidence only once a timestamp sent later, on another
-            // path to that ToR, came back (a path without traffic back must not look slow).
-            Some(since) if !self.piggyback || self.answered_sent[t as usize] > since => {
-                sample.max(now.saturating_sub(since))
-            }
-            _ => sample,
+        // Piggybacked: silence is evidence only once a timestamp sent later, on another path
+        // to that ToR, came back (a path without traffic back must not look slow).
+        let unanswered = if self.piggyback {
+            self.sent.overdue_since(t, up)
+        } else {
+            self.sent.unanswered_since(t, up)
+        };
+        match unanswered {
+            Some(since) => sample.max(now.saturating_sub(since)),
+            None => sample,
         }
     }
 
@@ -191,18 +139,18 @@ impl Rlb {
         if up == u8::MAX {
             return None;
         }
-        let path = self.paths.get(dst_tor as usize * self.n_up + up as usize)?;
-        (path.sample > Time::ZERO).then_some(path.sample)
+        let sample = *self
+            .rtt_samples
+            .get(dst_tor as usize * self.n_up + up as usize)?;
+        (sample > Time::ZERO).then_some(sample)
     }
 
     /// Sets a measured RTT sample (unit tests).
     #[cfg(test)]
     pub(super) fn set_rtt(&mut self, dst_tor: u32, port: u16, rtt: Time) {
-        let up = self.uplink_index[port as usize] as usize;
-        let path = &mut self.paths[dst_tor as usize * self.n_up + up];
-        path.sample = rtt;
-        path.unanswered_since = None;
-        path.last_probe = Some(Time::ZERO);
+        let up = self.uplink_index[port as usize];
+        self.rtt_samples[dst_tor as usize * self.n_up + up as usize] = rtt;
+        self.sent.set_answered(dst_tor, up, Time::ZERO);
     }
 
     /// The destination ToR of a packet from another ToR's point of view (`None` for
@@ -230,15 +178,14 @@ impl Rlb {
         if up == u8::MAX {
             return;
         }
-        let period = self.rtt_period[t as usize];
-        let path = &mut self.paths[t as usize * self.n_up + up as usize];
-        if path.last_probe.is_some_and(|at| ctx.now < at + period) {
+        if !self
+            .sent
+            .take_due(t, up, ctx.now, self.rtt_period[t as usize])
+        {
             return;
         }
-        path.last_probe = Some(ctx.now);
-        path.unanswered_since.get_or_insert(ctx.now);
         self.counters.probes += 1;
-        let ts = (ctx.now.ps() / 1_000) as u32 & TS_MASK;
+        let ts = CLOCK.read(ctx.now);
         ctx.send_routed(RoutedMessage {
             via: Some(port),
             src: pkt.src,
@@ -276,15 +223,15 @@ impl Rlb {
     pub(super) fn on_echo(&mut self, now: Time, header: &LbHeader) {
         let meta = header.meta;
         let (tor, up) = (header.path_tag as usize, (meta >> 2 & 0xff) as usize);
-        if self.n_up == 0 || up >= self.n_up || tor * self.n_up >= self.paths.len() {
+        if self.n_up == 0 || up >= self.n_up || tor * self.n_up >= self.rtt_samples.len() {
             return;
         }
-        let sent = meta >> 10 & TS_MASK;
-        let now_ns = (now.ps() / 1_000) as u32 & TS_MASK;
-        let rtt_ns = now_ns.wrapping_sub(sent) & TS_MASK;
-        let path = &mut self.paths[tor * self.n_up + up];
-        path.sample = Time::from_ns(rtt_ns.max(1) as u64);
-        path.unanswered_since = None;
+        let rtt = CLOCK
+            .since(now, meta >> 10 & CLOCK.mask())
+            .max(Time::from_ns(1));
+        self.rtt_samples[tor * self.n_up + up] = rtt;
+        self.sent
+            .answered(tor as u32, up as u8, now.saturating_sub(rtt));
         self.counters.echoes += 1;
     }
 }
