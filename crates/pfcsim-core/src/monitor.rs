@@ -10,7 +10,8 @@
 //! * `rate`: a flow's (or every flow's) sending rate, DCQCN target rate and bytes
 //!   acknowledged;
 //! * `link_util`: the bytes each chosen port sent per interval;
-//! * `scheme`: what the switches' load-balancing scheme exposes (`SwitchScheme::samples`).
+//! * `scheme`: what the load-balancing scheme exposes at the switches (`SwitchScheme::samples`)
+//!   and, for a scheme with a part at the hosts, at the hosts named (`HostScheme::samples`).
 //!
 //! Sampling: `interval = T` takes a sample every T from `start` (default 0) to `end`
 //! (default the end of the run); `min_spacing = T` writes a row of a series only when its
@@ -111,9 +112,10 @@ pub enum MonitorSpec {
         start: Option<Time>,
         end: Option<Time>,
     },
-    /// The values the switches' scheme exposes.
+    /// The values the scheme exposes at switches and, if it runs at the hosts, hosts.
     Scheme {
-        /// Switches (selectors; default every switch).
+        /// Switches, and hosts for a scheme with a part at the hosts (selectors; default
+        /// every switch).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         nodes: Vec<String>,
         interval: Option<Time>,
@@ -171,7 +173,7 @@ pub struct Monitor {
     /// Watched ports as (node, local port index), in node then port order (queue, pfc,
     /// link_util).
     pub ports: Vec<(u32, u16)>,
-    /// Watched switches (scheme).
+    /// Watched switches, and hosts if the scheme runs at the hosts (scheme).
     pub nodes: Vec<u32>,
     /// Watched priorities, bit `q` for priority `q` (queue, pfc).
     pub priorities: u8,
@@ -292,6 +294,10 @@ pub struct RunFacts {
     pub stop_at: Time,
     /// `run.monitor_limit`: the most bytes the monitors may write.
     pub limit: Bytes,
+    /// The name of the run's scheme, and whether part of it runs at the hosts (whose values
+    /// a `scheme` monitor may then sample).
+    pub scheme: &'static str,
+    pub scheme_at_hosts: bool,
 }
 
 /// Resolves the `[[monitor]]` entries against the topology and the run: node selectors to
@@ -485,9 +491,20 @@ pub fn resolve(
                 end,
             } => {
                 let (period, on_change, start, end) = timing(*interval, *min_spacing, *start, *end);
+                let chosen = if run.scheme_at_hosts && !nodes.is_empty() {
+                    select(nodes, "nodes")?
+                } else {
+                    switches_only(nodes_or_all(nodes)?, nodes).map_err(|e| {
+                        format!(
+                            "{e}; scheme `{}` runs in the switches only (hosts are watched with \
+                             a scheme that runs at the hosts, e.g. hermes)",
+                            run.scheme
+                        )
+                    })?
+                };
                 Monitor {
                     kind: MonitorKind::Scheme,
-                    nodes: switches_only(nodes_or_all(nodes)?, nodes)?,
+                    nodes: chosen,
                     ..blank(period, on_change, start, end)
                 }
             }
@@ -525,13 +542,13 @@ fn series(m: &Monitor) -> u64 {
         MonitorKind::Queue => m.ports.len() as u64 * m.priorities.count_ones() as u64,
         MonitorKind::Rate => m.flows.len() as u64,
         MonitorKind::LinkUtil => m.ports.len() as u64,
-        MonitorKind::Scheme => m.nodes.len() as u64 * SCHEME_VALUES_PER_SWITCH,
+        MonitorKind::Scheme => m.nodes.len() as u64 * SCHEME_VALUES_PER_NODE,
         MonitorKind::Pfc => 0,
     }
 }
 
-/// How many values per switch a scheme monitor budgets for.
-pub const SCHEME_VALUES_PER_SWITCH: u64 = 256;
+/// How many values per watched node a scheme monitor budgets for.
+pub const SCHEME_VALUES_PER_NODE: u64 = 256;
 
 /// The looks a periodic monitor takes at most: at `start`, `start + period`, ... up to its
 /// end or the run's stop.
@@ -593,6 +610,8 @@ mod tests {
             flow_priorities: 1 << 3,
             stop_at: Time::from_ms(1),
             limit: DEFAULT_LIMIT,
+            scheme: "ecmp",
+            scheme_at_hosts: false,
         }
     }
 
@@ -601,6 +620,35 @@ mod tests {
         validate(&specs)?;
         let (spec, topo) = fabric();
         resolve(&specs, &spec, &topo, &facts())
+    }
+
+    #[test]
+    fn a_scheme_monitor_watches_hosts_only_with_a_scheme_that_runs_there() {
+        let specs = parse(
+            "[[monitor]]\nkind = \"scheme\"\ninterval = \"1us\"\nnodes = [\"host:*\", \"leaf:0\"]",
+        );
+        let (spec, topo) = fabric();
+        let err = resolve(&specs, &spec, &topo, &facts()).unwrap_err();
+        assert!(
+            err.starts_with("monitor[0].nodes: node 0 is a host; this monitor samples switches")
+                && err.ends_with("scheme `ecmp` runs in the switches only (hosts are watched with a scheme that runs at the hosts, e.g. hermes)"),
+            "{err}"
+        );
+        let hermes = RunFacts {
+            scheme: "hermes",
+            scheme_at_hosts: true,
+            ..facts()
+        };
+        let m = resolve(&specs, &spec, &topo, &hermes).unwrap();
+        let hosts: Vec<u32> = (0..topo.is_switch.len() as u32)
+            .filter(|&n| !topo.is_switch[n as usize])
+            .collect();
+        assert_eq!(m[0].nodes.len(), hosts.len() + 1);
+        assert!(hosts.iter().all(|h| m[0].nodes.contains(h)));
+        // Without names: every switch, hosts not included.
+        let all = parse("[[monitor]]\nkind = \"scheme\"\ninterval = \"1us\"");
+        let m = resolve(&all, &spec, &topo, &hermes).unwrap();
+        assert!(m[0].nodes.iter().all(|&n| topo.is_switch[n as usize]));
     }
 
     #[test]

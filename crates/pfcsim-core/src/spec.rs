@@ -262,6 +262,8 @@ impl Scenario {
                 .run
                 .monitor_limit
                 .unwrap_or(crate::monitor::DEFAULT_LIMIT),
+            scheme: spec.lb.name(),
+            scheme_at_hosts: spec.lb.scheme().capabilities().hosts,
         };
         let monitors = crate::monitor::resolve(&spec.monitors, &spec.topology, &topology, &facts)?;
         Ok(Scenario {

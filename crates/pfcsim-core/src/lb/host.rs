@@ -260,6 +260,21 @@ pub trait HostScheme: Any + std::fmt::Debug {
     fn counters(&self, out: &mut super::Counters) {
         let _ = out;
     }
+
+    /// What the scheme knows or decides on at host node `host` at `now` (path states, RTTs),
+    /// for `scheme` monitors that watch hosts, as [`super::SwitchScheme::samples`] does at a
+    /// switch: `emit(signal, key, value)`, `key` as the scheme's page documents. Called between
+    /// events, only in runs with such a monitor; it must not change the scheme's state.
+    /// Nothing by default.
+    fn samples(
+        &self,
+        now: Time,
+        host: u32,
+        fabric: &HostFabric,
+        emit: &mut dyn FnMut(&'static str, u32, f64),
+    ) {
+        let _ = (now, host, fabric, emit);
+    }
 }
 
 /// A host's surroundings for unit tests of a host-side scheme.

@@ -52,6 +52,16 @@ impl HostSide {
         })
     }
 
+    /// The scheme's values at host node `host` (scheme monitors).
+    pub(super) fn samples(
+        &self,
+        now: Time,
+        host: u32,
+        emit: &mut dyn FnMut(&'static str, u32, f64),
+    ) {
+        self.lb.samples(now, host, &self.fabric, emit);
+    }
+
     /// Adds the host-side scheme's counters to `out`.
     pub(super) fn counters(&self, out: &mut crate::lb::Counters) {
         out.of(self.name, |out| self.lb.counters(out));

@@ -35,12 +35,12 @@ struct Running {
     m: Monitor,
     /// Its position among the spec's monitors.
     index: u16,
-    /// What it watches by global id: ports (queue, pfc, link_util) or switch positions
-    /// (scheme).
+    /// What it watches by global id: ports (queue, pfc, link_util), or switch positions and
+    /// hosts (`HOST_TARGET | node`) (scheme).
     targets: Vec<u32>,
     /// Per series, the last value written (on change) or the last byte count (link_util).
     last: Vec<(u64, u64)>,
-    /// Per (switch position, signal, key), the last value written (scheme, on change).
+    /// Per (target, signal, key), the last value written (scheme, on change).
     last_signal: HashMap<(u32, &'static str, u32), u64>,
     rows: u64,
     /// Looks taken so far.
@@ -49,6 +49,9 @@ struct Running {
 
 /// A value never written: every first look of a series writes it.
 const NONE_YET: (u64, u64) = (u64::MAX, u64::MAX);
+/// A scheme monitor's target that is a host: this bit set on its node id (other targets are
+/// switch indices).
+const HOST_TARGET: u32 = 1 << 31;
 
 impl Simulation {
     /// Adds the run's monitors (none: the run is unchanged and does no monitor work).
@@ -60,18 +63,17 @@ impl Simulation {
         for (i, p) in self.ports.iter().enumerate().rev() {
             first_port[p.node as usize] = i as u32;
         }
-        let switch_of = |node: u32| {
-            self.switches
-                .iter()
-                .position(|s| s.node == node)
-                .expect("scheme monitors watch switches") as u32
+        // A scheme monitor's targets: switch indices, and hosts as `HOST_TARGET | node`.
+        let scheme_target = |node: u32| match self.switches.iter().position(|s| s.node == node) {
+            Some(s) => s as u32,
+            None => HOST_TARGET | node,
         };
         let mut out = MonitorOutput::default();
         let mut pfc_watch = Vec::new();
         let mut list = Vec::with_capacity(monitors.len());
         for (index, m) in monitors.into_iter().enumerate() {
             let targets: Vec<u32> = match m.kind {
-                MonitorKind::Scheme => m.nodes.iter().map(|&n| switch_of(n)).collect(),
+                MonitorKind::Scheme => m.nodes.iter().map(|&n| scheme_target(n)).collect(),
                 MonitorKind::Rate => m.flows.clone(),
                 _ => m
                     .ports
@@ -255,11 +257,10 @@ impl Simulation {
 
     fn look_schemes(&self, t: Time, r: &mut Running, out: &mut MonitorOutput) {
         let rows = out.scheme.as_mut().expect("a scheme monitor has its table");
-        for &s in &r.targets {
-            let sw = &self.switches[s as usize];
-            sw.lb.samples(t, &mut |signal, key, value| {
+        for &target in &r.targets {
+            let mut emit = |node: u32, signal: &'static str, key: u32, value: f64| {
                 if r.m.on_change {
-                    let last = r.last_signal.insert((s, signal, key), value.to_bits());
+                    let last = r.last_signal.insert((target, signal, key), value.to_bits());
                     if last == Some(value.to_bits()) {
                         return;
                     }
@@ -271,12 +272,25 @@ impl Simulation {
                 rows.push(SchemeSample {
                     monitor: r.index,
                     time_ps: t.ps(),
-                    node: sw.node,
+                    node,
                     signal,
                     key,
                     value,
                 });
-            });
+            };
+            if target & HOST_TARGET != 0 {
+                let host = target & !HOST_TARGET;
+                if let Some(side) = &self.host_side {
+                    side.samples(t, host, &mut |signal, key, value| {
+                        emit(host, signal, key, value)
+                    });
+                }
+            } else {
+                let sw = &self.switches[target as usize];
+                sw.lb.samples(t, &mut |signal, key, value| {
+                    emit(sw.node, signal, key, value)
+                });
+            }
         }
     }
 

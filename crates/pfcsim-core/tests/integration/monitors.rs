@@ -1,7 +1,9 @@
 //! Monitors (`[[monitor]]`): what they record against what the run did, their sampling, and
 //! that they change nothing of the run.
 
-use crate::testing::{leaf_spine_spec, run_text, scenario, spec_error, tiny, to_text, TINY};
+use crate::testing::{
+    leaf_spine_spec, run_text, scenario, spec_error, tiny, tiny_dir, to_text, TINY,
+};
 use pfcsim_core::metrics::{MonitorOutput, PfcEvent, QueueSample, RateSample};
 use pfcsim_core::run::{run_scenario, summarize, write_run_dir};
 use pfcsim_core::sim::RunOutput;
@@ -355,6 +357,50 @@ fn plb_exposes_its_path_rtts_and_classes_through_the_scheme_monitor() {
         of("path_class").map(|r| (r.node, r.key)).collect();
     let expected = [(4, 1 << 16 | 2), (4, 1 << 16 | 3), (5, 2), (5, 3)];
     assert_eq!(keys.into_iter().collect::<Vec<_>>(), expected);
+}
+
+/// Hermes runs at the hosts: a scheme monitor naming a host samples what that host knows of
+/// each path (its classes, RTTs and flows), through the host-side hook.
+#[test]
+fn hermes_exposes_each_hosts_path_states_through_the_scheme_monitor() {
+    let mut spec = tiny();
+    spec.insert("lb".into(), toml::toml! { scheme = "hermes" }.into());
+    let text = format!(
+        "{}\n[[monitor]]\nkind = \"scheme\"\nnodes = [\"host:0\", \"leaf:0\"]\ninterval = \"10us\"\nend = \"1ms\"\n",
+        to_text(&spec)
+    );
+    let out = run_text(&text, "tiny.toml");
+    let rows = monitors(&out).scheme.clone().unwrap();
+    let of = |signal: &'static str| rows.iter().filter(move |r| r.signal == signal);
+    // Host 0 (node 0) towards the other ToR (index 1) over its two paths; the leaf's switch
+    // part (ECMP) exposes nothing.
+    let keys: std::collections::BTreeSet<(u32, u32)> =
+        of("path_class").map(|r| (r.node, r.key)).collect();
+    assert_eq!(
+        keys.into_iter().collect::<Vec<_>>(),
+        [(0, 1 << 16), (0, 1 << 16 | 1)]
+    );
+    assert_eq!(of("path_class").count(), 2 * 101);
+    assert!(of("path_class").all(|r| [0.0, 1.0, 2.0, 3.0].contains(&r.value)));
+    let rtts: Vec<f64> = of("path_rtt_us").map(|r| r.value).collect();
+    assert!(
+        rtts.windows(2).any(|w| w[0] != w[1]),
+        "probes and ACKs update the RTTs: {rtts:?}"
+    );
+    assert!(of("path_flows").any(|r| r.value > 0.0), "host 0 sends");
+    assert!(of("path_ecn").all(|r| (0.0..=1.0).contains(&r.value)));
+    // A scheme that runs in the switches only cannot be watched at a host (refused when the
+    // scenario is prepared, before anything runs).
+    let text = format!(
+        "{TINY}\n[[monitor]]\nkind = \"scheme\"\nnodes = [\"host:0\"]\ninterval = \"1us\"\n"
+    );
+    let spec = pfcsim_core::spec::Spec::from_toml(&text, "s.toml").unwrap();
+    let e = Scenario::prepare(spec, &tiny_dir()).err().expect("refused");
+    assert!(
+        e.to_string()
+            .contains("scheme `ecmp` runs in the switches only"),
+        "{e}"
+    );
 }
 
 /// A bad monitor is refused before anything runs, with the key and what would be valid.

@@ -266,4 +266,43 @@ impl HostScheme for Hermes {
     fn on_probe_reply(&mut self, ctx: &mut HostCtx, echo: &ProbeEcho) {
         self.probe_reply(ctx, echo);
     }
+
+    /// At a host, per destination ToR `b` and path index `i` (key `b << 16 | i`):
+    /// `path_class` (0 good, 1 gray, 2 bad, 3 failed), `path_rtt_us` (the smoothed RTT, or
+    /// `rtt_low` while no sample is recent), `path_ecn` (the ECN fraction, once
+    /// `ecn_min_samples` packets were acknowledged in the aging windows) and `path_flows`
+    /// (the host's flows on the path).
+    fn samples(
+        &self,
+        now: Time,
+        host: u32,
+        fabric: &HostFabric,
+        emit: &mut dyn FnMut(&'static str, u32, f64),
+    ) {
+        let Some(&h) = self.host_of_node.get(host as usize) else {
+            return;
+        };
+        if h == u32::MAX {
+            return;
+        }
+        let a = self.host_tor[h as usize];
+        for b in (0..self.tors).filter(|&b| b != a) {
+            for i in 0..fabric.tor_paths(a, b).len() as u16 {
+                let view = self.peek(h, b, i, now);
+                let key = b << 16 | i as u32;
+                let class = match view.class {
+                    PathClass::Good => 0.0,
+                    PathClass::Gray => 1.0,
+                    PathClass::Bad => 2.0,
+                    PathClass::Failed => 3.0,
+                };
+                emit("path_class", key, class);
+                emit("path_rtt_us", key, view.rtt.ps() as f64 / 1e6);
+                if let Some(ecn) = view.ecn {
+                    emit("path_ecn", key, ecn);
+                }
+                emit("path_flows", key, view.flows as f64);
+            }
+        }
+    }
 }

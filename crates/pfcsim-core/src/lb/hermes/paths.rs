@@ -206,6 +206,14 @@ impl Hermes {
         self.stats[e].view(now, &th, &self.cfg)
     }
 
+    /// Host `h`'s view of path `i` to ToR `b` at `now`, the stored entry left as it is
+    /// (monitors; [`Hermes::view`] ages it).
+    pub(super) fn peek(&self, h: u32, b: u32, i: u16, now: Time) -> PathView {
+        let mut stat = self.stats[self.entry(h, b, i)];
+        stat.age(now, &self.cfg);
+        stat.view(now, self.th(self.host_tor[h as usize], b), &self.cfg)
+    }
+
     /// Index of `tag` among `paths`, trying the flow's two paths first.
     pub(super) fn index_of(paths: &[u32], tag: u32, f: &FlowState) -> Option<u16> {
         if paths.get(f.cur as usize) == Some(&tag) {
