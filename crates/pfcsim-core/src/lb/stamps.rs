@@ -103,12 +103,22 @@ impl StampsSent {
 
     /// A stamp of path (`t`, `up`) came back, sent at `sent` as read from it (return time -
     /// [`StampClock::since`]: up to one clock unit before the true send time): the path's
-    /// unanswered stamps sent up to then are answered (one sent later and still out, when an
-    /// older stamp comes back last, stays unanswered).
+    /// unanswered stamps sent up to then are answered; one sent later and still out, when an
+    /// older stamp comes back last, stays unanswered (PLB).
     pub fn answered(&mut self, t: u32, up: u8, sent: Time) {
+        self.answer(t, up, sent, false);
+    }
+
+    /// As [`StampsSent::answered`], but any stamp that comes back answers all of its path's,
+    /// even those sent after it (RLB: the path is answering; kept as RLB was validated).
+    pub fn answered_any(&mut self, t: u32, up: u8, sent: Time) {
+        self.answer(t, up, sent, true);
+    }
+
+    fn answer(&mut self, t: u32, up: u8, sent: Time, any: bool) {
         let i = self.at(t, up);
         self.answered_sent[t as usize] = self.answered_sent[t as usize].max(sent);
-        if self.unanswered_since[i].is_some_and(|since| since < sent + self.unit) {
+        if any || self.unanswered_since[i].is_some_and(|since| since < sent + self.unit) {
             self.unanswered_since[i] = None;
         }
     }
@@ -240,6 +250,9 @@ mod tests {
         assert!(sent.take_due(1, 0, us(20), period));
         sent.answered(1, 0, us(9));
         assert_eq!(sent.unanswered_since(1, 0), Some(us(20)));
+        // RLB's reading: any answer clears the path.
+        sent.answered_any(1, 0, us(9));
+        assert_eq!(sent.unanswered_since(1, 0), None);
     }
 
     #[test]

@@ -101,7 +101,7 @@ impl Rlb {
             let rtt = CLOCK.since(ctx.now, echo).max(Time::from_ns(1));
             self.rtt_samples[from as usize * self.n_up + up] = rtt;
             self.sent
-                .answered(from, up as u8, ctx.now.saturating_sub(rtt));
+                .answered_any(from, up as u8, ctx.now.saturating_sub(rtt));
             self.counters.stamp_returns += 1;
         }
     }
@@ -231,7 +231,7 @@ impl Rlb {
             .max(Time::from_ns(1));
         self.rtt_samples[tor * self.n_up + up] = rtt;
         self.sent
-            .answered(tor as u32, up as u8, now.saturating_sub(rtt));
+            .answered_any(tor as u32, up as u8, now.saturating_sub(rtt));
         self.counters.echoes += 1;
     }
 }
