@@ -14,6 +14,8 @@
 //! * `scripted`: flows listed one by one.
 //! * `flow_file`: the flow list of an ns-3 RDMA simulator (see `ns3.rs`), start times as in
 //!   the file.
+//! * `coflow`: groups of flows that complete together (`traffic/coflow.rs`); each flow
+//!   records its coflow.
 //!
 //! Every random choice comes from the traffic RNG stream of generator `i` (its position in
 //! the spec), so adding a generator does not change the flows of the others.
@@ -26,6 +28,9 @@ use crate::units::{Bytes, Time};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+
+mod coflow;
+pub use coflow::{Arrival, CoflowSize, CoflowSpec, FlowsPerCoflow, PerTime, SizeDist};
 
 /// A flow to simulate: who sends how much to whom, when.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +47,8 @@ pub struct FlowSpec {
     /// Path pinned by the sender, stamped on every data packet (0: none); see
     /// [`crate::packet::LbHeader::path_tag`] for the encoding.
     pub path_tag: u32,
+    /// The flow's coflow, unique over the run (`None`: the flow is in no coflow).
+    pub coflow: Option<u32>,
 }
 
 /// Which capacity a Poisson generator's load is a fraction of.
@@ -64,6 +71,7 @@ pub enum TrafficSpec {
     Background(BackgroundSpec),
     Scripted(ScriptedSpec),
     FlowFile(FlowFileSpec),
+    Coflow(CoflowSpec),
 }
 
 crate::tagged::internally_tagged!(TrafficSpec, "kind");
@@ -153,6 +161,10 @@ pub struct ScriptedFlow {
     /// (0-based, in port order; at most 4 hops). Empty: the switches' scheme decides.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<u8>,
+    /// The flow's coflow, a number shared by the flows of one coflow of this entry (made
+    /// unique over the run as the `coflow` generator's are). Unset: in no coflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coflow: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -216,6 +228,7 @@ impl TrafficSpec {
             source,
             generator: index as u16,
             path_tag: 0,
+            coflow: None,
         };
         match self {
             TrafficSpec::Poisson(p) => {
@@ -358,6 +371,7 @@ impl TrafficSpec {
                         )));
                     }
                     let mut pinned = flow(f.src, f.dst, f.size.0, f.start, f.priority, "scripted");
+                    pinned.coflow = f.coflow;
                     pinned.path_tag = f
                         .path
                         .iter()
@@ -404,10 +418,12 @@ impl TrafficSpec {
                         source: "flow_file",
                         generator: index as u16,
                         path_tag: 0,
+                        coflow: None,
                     });
                 }
                 Ok(flows)
             }
+            TrafficSpec::Coflow(c) => c.generate(index, ctx, &mut rng),
         }
     }
 }
@@ -527,6 +543,7 @@ mod tests {
                     start: Time::ZERO,
                     priority: 3,
                     path,
+                    coflow: None,
                 }],
             })
             .generate(0, &ctx(&t))
@@ -576,6 +593,7 @@ mod tests {
                 start: Time::ZERO,
                 priority: 3,
                 path: vec![],
+                coflow: None,
             }],
         });
         let e = spec.generate(0, &ctx(&t)).unwrap_err();

@@ -19,6 +19,8 @@
 //! with the number of links and timers, not with packets in flight. Same-time events run in
 //! the order they were scheduled.
 
+#[cfg(test)]
+mod coflow_tests;
 mod config;
 mod events;
 mod faults;
@@ -35,6 +37,7 @@ mod setup;
 mod switch;
 #[cfg(test)]
 mod tests;
+mod varys;
 
 use crate::engine::{EventQueue, Fingerprint};
 use crate::lb::LbAction;
@@ -48,6 +51,7 @@ pub use events::StopRule;
 pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
 pub use switch::{EcnConfig, EcnRateOverride, LoopbackConfig, PfcConfig, SwitchConfig};
+pub use varys::{CoflowConfig, Scheduler};
 
 use events::Event;
 use host::{FlowState, Host};
@@ -122,6 +126,10 @@ pub struct Simulation {
     reseq: Option<Box<reseq::Resequencer>>,
     /// The run's monitors, if it has any (`monitor.rs`).
     monitors: Option<Box<monitor::Monitors>>,
+    /// Data packets carry their coflow in `lb.meta` ([`crate::lb::Capabilities::coflow_tag`]).
+    tag_coflows: bool,
+    /// The coflow scheduler, with `[coflow] scheduler = "varys"` (`varys.rs`).
+    varys: Option<Box<varys::Varys>>,
 }
 
 impl Simulation {
