@@ -230,11 +230,19 @@ impl Scenario {
             return err("traffic: more than 65,535 [[traffic]] entries; merge scripted flows into fewer entries");
         }
         let mut flows = Vec::new();
+        // Coflows are numbered over the run: a generator's follow the previous ones'.
+        let mut coflows = 0u32;
         for (i, t) in spec.traffic.iter().enumerate() {
-            flows.extend(
-                t.generate(i, &ctx)
-                    .map_err(|e| SpecError { message: e.0 })?,
-            );
+            let mut made = t
+                .generate(i, &ctx)
+                .map_err(|e| SpecError { message: e.0 })?;
+            let mut last = None;
+            for c in made.iter_mut().filter_map(|f| f.coflow.as_mut()) {
+                *c += coflows;
+                last = last.max(Some(*c));
+            }
+            coflows = last.map_or(coflows, |c| c + 1);
+            flows.extend(made);
         }
         if flows.is_empty() {
             return err("traffic: the generators made no flow (is a duration or a count zero?)");

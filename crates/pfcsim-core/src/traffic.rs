@@ -14,6 +14,8 @@
 //! * `scripted`: flows listed one by one.
 //! * `flow_file`: the flow list of an ns-3 RDMA simulator (see `ns3.rs`), start times as in
 //!   the file.
+//! * `coflow`: groups of flows that complete together (`traffic/coflow.rs`); each flow
+//!   records its coflow.
 //!
 //! Every random choice comes from the traffic RNG stream of generator `i` (its position in
 //! the spec), so adding a generator does not change the flows of the others.
@@ -26,6 +28,9 @@ use crate::units::{Bytes, Time};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+
+mod coflow;
+pub use coflow::{Arrival, CoflowSize, CoflowSpec, FlowsPerCoflow, PerTime, SizeDist};
 
 /// A flow to simulate: who sends how much to whom, when.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +47,8 @@ pub struct FlowSpec {
     /// Path pinned by the sender, stamped on every data packet (0: none); see
     /// [`crate::packet::LbHeader::path_tag`] for the encoding.
     pub path_tag: u32,
+    /// The flow's coflow, unique over the run (`None`: the flow is in no coflow).
+    pub coflow: Option<u32>,
 }
 
 /// Which capacity a Poisson generator's load is a fraction of.
@@ -64,6 +71,7 @@ pub enum TrafficSpec {
     Background(BackgroundSpec),
     Scripted(ScriptedSpec),
     FlowFile(FlowFileSpec),
+    Coflow(CoflowSpec),
 }
 
 crate::tagged::internally_tagged!(TrafficSpec, "kind");
@@ -216,6 +224,7 @@ impl TrafficSpec {
             source,
             generator: index as u16,
             path_tag: 0,
+            coflow: None,
         };
         match self {
             TrafficSpec::Poisson(p) => {
@@ -404,10 +413,12 @@ impl TrafficSpec {
                         source: "flow_file",
                         generator: index as u16,
                         path_tag: 0,
+                        coflow: None,
                     });
                 }
                 Ok(flows)
             }
+            TrafficSpec::Coflow(c) => c.generate(index, ctx, &mut rng),
         }
     }
 }

@@ -129,6 +129,9 @@ fn inputs_digest(sc: &spec::Scenario) -> u64 {
             u64::from(f.priority) << 48 | u64::from(f.dport) << 32,
         );
         digest.add(Time(u64::from(f.path_tag)), 2);
+        if let Some(c) = f.coflow {
+            digest.add(Time(u64::from(c)), 3);
+        }
     }
     digest.value()
 }

@@ -289,6 +289,10 @@ pub struct Capabilities {
     /// The switch notes when each packet arrives and `on_dequeue` reads it as
     /// [`LbCtx::arrived`] (PLB's sojourn times; a programmable switch's enqueue timestamp).
     pub sojourn: bool,
+    /// The sending NIC writes `coflow id + 1` into `lb.meta` of every data packet of a flow
+    /// in a coflow (0 for flows outside coflows), so that switches can tell a packet's
+    /// coflow (CLB's coflow spreading); without it `meta` leaves the NIC as 0.
+    pub coflow_tag: bool,
 }
 
 /// A scheme's config, the value of the spec's `[lb]` table: checks its parameters and builds

@@ -444,6 +444,9 @@ impl Simulation {
         pkt.dport = flow.spec.dport;
         pkt.priority = flow.spec.priority;
         pkt.lb.path_tag = path_tag;
+        if self.tag_coflows {
+            pkt.lb.meta = flow.spec.coflow.map_or(0, |c| c + 1);
+        }
         pkt.seq = seq;
         pkt.payload = payload as u16;
         pkt.wire_bytes = payload as u16 + header;

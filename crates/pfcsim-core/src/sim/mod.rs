@@ -19,6 +19,8 @@
 //! with the number of links and timers, not with packets in flight. Same-time events run in
 //! the order they were scheduled.
 
+#[cfg(test)]
+mod coflow_tests;
 mod config;
 mod events;
 mod faults;
@@ -122,6 +124,8 @@ pub struct Simulation {
     reseq: Option<Box<reseq::Resequencer>>,
     /// The run's monitors, if it has any (`monitor.rs`).
     monitors: Option<Box<monitor::Monitors>>,
+    /// Data packets carry their coflow in `lb.meta` ([`crate::lb::Capabilities::coflow_tag`]).
+    tag_coflows: bool,
 }
 
 impl Simulation {

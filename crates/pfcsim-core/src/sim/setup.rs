@@ -172,9 +172,11 @@ impl Simulation {
             host_side: None,
             reseq: None,
             monitors: None,
+            tag_coflows: false,
         };
         let n_flows = sim.flows.len();
         let lb_caps = sim.cfg.lb.capabilities();
+        sim.tag_coflows = lb_caps.coflow_tag;
         if lb_caps.hosts {
             let host_nodes: Vec<u32> = sim.hosts.iter().map(|h| h.node).collect();
             sim.host_side = host_lb::HostSide::new(

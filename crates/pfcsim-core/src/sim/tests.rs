@@ -30,6 +30,7 @@ fn recirculation_timers_and_messages_work_end_to_end() {
         source: "scripted",
         generator: 0,
         path_tag: 0,
+        coflow: None,
     };
     let stop = StopRule {
         at: Time::from_ms(100),

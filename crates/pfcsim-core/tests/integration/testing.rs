@@ -202,6 +202,7 @@ pub fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
         source: "scripted",
         generator: 0,
         path_tag: 0,
+        coflow: None,
     }
 }
 

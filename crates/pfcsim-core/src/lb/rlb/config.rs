@@ -191,6 +191,7 @@ impl SchemeConfig for RlbConfig {
             wrapper: true,
             alerts: true,
             sojourn: inner.sojourn,
+            coflow_tag: inner.coflow_tag,
         }
     }
 
