@@ -128,11 +128,13 @@ impl SchemeConfig for ClbConfig {
         crate::lb::check_table_size(self.table_size)
     }
 
-    /// The port directions (which egresses to sample); nothing on the data path beyond
-    /// `choose`. With `granularity` and the coflow tag, see `docs/schemes/clb.md`.
+    /// The port directions (which egresses to sample) and, for the coflow tie-break, each
+    /// data packet's coflow in `lb.meta` (written by its sender's NIC); nothing else on the
+    /// data path beyond `choose`.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             fabric: true,
+            coflow_tag: self.tie_break == TieBreak::Coflow,
             ..Capabilities::default()
         }
     }
