@@ -24,8 +24,14 @@ TABLES = ("flows", "ports", "summary")
 #: `monitor_<kind>.parquet` (docs/metrics.md).
 MONITOR_KINDS = ("queue", "pfc", "rate", "link_util", "scheme")
 #: Tables only some runs write (`reorder_queues`: schemes with reorder queues, ConWeave;
-#: `alerts`: RLB runs; `monitor_<kind>`: runs with monitors of that kind).
-OPTIONAL_TABLES = ("reorder_queues", "alerts", *(f"monitor_{kind}" for kind in MONITOR_KINDS))
+#: `alerts`: RLB runs; `coflows`: runs with coflow traffic; `monitor_<kind>`: runs with
+#: monitors of that kind).
+OPTIONAL_TABLES = (
+    "reorder_queues",
+    "alerts",
+    "coflows",
+    *(f"monitor_{kind}" for kind in MONITOR_KINDS),
+)
 
 
 class Results:
@@ -134,6 +140,23 @@ class Results:
         table = self._tables.get("alerts")
         return None if table is None else _to_pandas(table)
 
+    @cached_property
+    def coflows(self) -> pd.DataFrame | None:
+        """One row per coflow (pandas); None for runs without coflow traffic.
+
+        Columns `coflow_id`, `flows`, `finished_flows`, `bytes`, `arrival_ps`, `finish_ps`,
+        `cct_ps`, `stalled_flows`, `cct_us` (docs/metrics.md); the run's ACCT and stalled-flow
+        ratio are in `stats` (`acct_us`, `stalled_flow_ratio`).
+        """
+        table = self._tables.get("coflows")
+        return None if table is None else _to_pandas(table)
+
+    @cached_property
+    def coflows_pl(self) -> pl.DataFrame | None:
+        """`coflows` as a polars DataFrame; None for runs without coflow traffic."""
+        table = self._tables.get("coflows")
+        return None if table is None else _to_polars(table)
+
     def monitor(self, kind: str, *, polars: bool = False) -> pd.DataFrame | pl.DataFrame | None:
         """What the run's monitors of `kind` recorded (pandas, or polars if `polars`).
 
@@ -185,7 +208,8 @@ class Results:
         The FCT and slowdown table by flow-size bucket (avg, p50, p99, p99.9), then the flows
         finished, PFC pauses, drops, retransmitted bytes, out-of-order arrivals, the reordering
         and PFC rates (out-of-order ratio, out-of-order degree p50/p99/max, PFC pause rate and
-        PAUSE frames per port per second; runs of older versions lack them), the simulated and
+        PAUSE frames per port per second; runs of older versions lack them), the coflows
+        finished, ACCT and stalled-flow ratio (runs with coflows), the simulated and
         wall time, the fingerprint and the run folder.
         """
         s = self.stats
@@ -202,6 +226,7 @@ class Results:
             f"drops {s['packets_dropped']}  retransmitted {retransmitted} B  "
             f"out-of-order arrivals {out_of_order}",
             *_rates_line(s),
+            *_coflows_line(s),
             f"simulated {s['end_ps'] / 1e9:.3f} ms in {wall:.2f} s wall: "
             f"{s['events']} events, {rate}",
             f"fingerprint {self.fingerprint}"
@@ -218,6 +243,18 @@ class Results:
             f"<pfcsim.Results {s['flows_finished']}/{s['flows_total']} flows finished, "
             f"fingerprint {self.fingerprint}, path {self.path}>"
         )
+
+
+def _coflows_line(stats: dict[str, Any]) -> list[str]:
+    """The coflow line of `Results.report`: only for runs with coflows."""
+    if "coflows_total" not in stats:
+        return []
+    acct = stats["acct_us"]
+    acct_text = "-" if acct is None else f"{acct:.2f} us"
+    return [
+        f"coflows finished {stats['coflows_finished']}/{stats['coflows_total']}  "
+        f"ACCT {acct_text}  stalled-flow ratio {stats['stalled_flow_ratio']:.4f}"
+    ]
 
 
 def _rates_line(stats: dict[str, Any]) -> list[str]:

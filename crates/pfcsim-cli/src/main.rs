@@ -147,6 +147,12 @@ fn run(path: &Path, out: Option<PathBuf>, quiet: bool) -> Result<(), String> {
         "flows finished {}/{}  PFC pauses {}  drops {}  retransmitted {} B  out-of-order arrivals {}",
         s.flows_finished, s.flows_total, pauses, s.packets_dropped, retx, ooo
     );
+    if let Some(c) = &s.coflows {
+        println!(
+            "coflows finished {}/{}  ACCT {:.2} us  stalled-flow ratio {:.4}",
+            c.coflows_finished, c.coflows_total, c.acct_us, c.stalled_flow_ratio
+        );
+    }
     println!(
         "simulated {:.3} ms in {:.2} s wall: {} events, {:.2} M events/s, peak memory {}",
         s.end_ps as f64 / 1e9,

@@ -3,15 +3,20 @@
 //! The definitions here are the single source of truth for every number pfcsim reports; the
 //! column documentation in `docs/metrics.md` is written from them.
 
+mod coflows;
+pub use coflows::{coflow_records, coflow_stats, CoflowRecord, CoflowStats};
+
 /// Everything measured about one flow.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlowRecord {
     /// Index of the flow in the run's flow table (0-based, in order of start time).
     pub flow_id: u32,
-    /// Which traffic source made the flow (`poisson`, `incast`, `background`, `scripted`, `flow_file`).
+    /// Which traffic source made the flow (`poisson`, `incast`, `background`, `scripted`, `flow_file`, `coflow`).
     pub source: &'static str,
     /// Index of the `[[traffic]]` entry that made the flow.
     pub generator: u16,
+    /// The flow's coflow (`None`: in no coflow).
+    pub coflow: Option<u32>,
     pub src: u32,
     pub dst: u32,
     /// UDP ports of the queue pair (the entropy ECMP hashes on).
@@ -318,6 +323,10 @@ pub struct RunStats {
     /// / (ports x (end_ps - measure_from_ps) in seconds)`, same ports and interval as
     /// `pfc_pause_rate`.
     pub pfc_pauses_per_port_s: f64,
+    /// Coflow completion times and the stalled-flow ratio, only in runs with coflows (rows
+    /// of `coflows.parquet`). Written to `stats.json` as top-level keys.
+    #[serde(flatten)]
+    pub coflows: Option<CoflowStats>,
     /// Hash of the event trajectory: equal for equal specs and seeds.
     pub fingerprint: u64,
 }

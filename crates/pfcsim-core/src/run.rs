@@ -4,14 +4,16 @@
 //! A run folder holds `spec.toml` (the resolved spec, every default filled in),
 //! `flows.parquet`, `ports.parquet`, `summary.parquet`, `summary.txt` (the summary as the
 //! command line prints it), `alerts.parquet` (RLB runs: faulty switches reported),
+//! `coflows.parquet` (runs with coflows: one row per coflow, with its completion time),
 //! `monitor_<kind>.parquet` (runs with monitors of that kind), `stats.json` (run-wide counters and the fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
 //! simulators, for side-by-side comparisons).
 
 use crate::metrics::RunStats;
 use crate::output::summary::{SizeBuckets, Summary};
 use crate::output::writers::{
-    monitor_files, write_alerts_parquet, write_flows_parquet, write_monitor_parquet,
-    write_ports_parquet, write_reorder_parquet, write_summary_parquet, OutputError,
+    monitor_files, write_alerts_parquet, write_coflows_parquet, write_flows_parquet,
+    write_monitor_parquet, write_ports_parquet, write_reorder_parquet, write_summary_parquet,
+    OutputError,
 };
 use crate::sim::{RunOutput, Simulation};
 use crate::spec::{Scenario, Spec, SpecError};
@@ -79,6 +81,12 @@ pub fn write_run_dir(
         write_alerts_parquet(&alerts_path, &out.alerts)?;
     } else {
         let _ = std::fs::remove_file(&alerts_path);
+    }
+    let coflows_path = dir.join("coflows.parquet");
+    if out.coflows.is_empty() {
+        let _ = std::fs::remove_file(&coflows_path);
+    } else {
+        write_coflows_parquet(&coflows_path, &out.coflows)?;
     }
     for (name, table) in monitor_files(out.monitors.as_ref()) {
         let path = dir.join(name);

@@ -13,7 +13,7 @@ use crate::cdf::FlowSizeCdf;
 use crate::faults::{FaultSpec, ScheduledFault};
 use crate::lb::LbConfig;
 use crate::monitor::{Monitor, MonitorSpec, RunFacts};
-use crate::sim::{CcConfig, FabricConfig, NicConfig, StopRule, SwitchConfig};
+use crate::sim::{CcConfig, CoflowConfig, FabricConfig, NicConfig, StopRule, SwitchConfig};
 use crate::topology::{Topology, TopologySpec};
 use crate::traffic::{FlowSpec, TrafficContext, TrafficSpec};
 use crate::units::{Bytes, Time};
@@ -58,6 +58,9 @@ pub struct Spec {
     pub cc: CcConfig,
     #[serde(default)]
     pub lb: LbConfig,
+    /// The coflow scheduler (`[coflow]`; written out only when set).
+    #[serde(default, skip_serializing_if = "CoflowConfig::is_default")]
+    pub coflow: CoflowConfig,
     pub traffic: Vec<TrafficSpec>,
     #[serde(default)]
     pub run: RunSpec,
@@ -247,6 +250,11 @@ impl Scenario {
         if flows.is_empty() {
             return err("traffic: the generators made no flow (is a duration or a count zero?)");
         }
+        if spec.coflow.scheduler != crate::sim::Scheduler::None
+            && flows.iter().all(|f| f.coflow.is_none())
+        {
+            return err("coflow.scheduler: \"varys\" schedules coflows, but no [[traffic]] entry makes any; add one with kind = \"coflow\", or remove [coflow]");
+        }
         let last_start = flows.iter().map(|f| f.start).max().unwrap_or(Time::ZERO);
         let stop = StopRule {
             at: spec
@@ -260,6 +268,7 @@ impl Scenario {
             nic: spec.nic.clone(),
             cc: spec.cc.clone(),
             lb: spec.lb.clone(),
+            coflow: spec.coflow.clone(),
         };
         let faults = crate::faults::resolve(&spec.faults, &spec.topology, &topology, spec.seed)?;
         let facts = RunFacts {

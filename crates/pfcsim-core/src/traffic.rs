@@ -161,6 +161,10 @@ pub struct ScriptedFlow {
     /// (0-based, in port order; at most 4 hops). Empty: the switches' scheme decides.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub path: Vec<u8>,
+    /// The flow's coflow, a number shared by the flows of one coflow of this entry (made
+    /// unique over the run as the `coflow` generator's are). Unset: in no coflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coflow: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -367,6 +371,7 @@ impl TrafficSpec {
                         )));
                     }
                     let mut pinned = flow(f.src, f.dst, f.size.0, f.start, f.priority, "scripted");
+                    pinned.coflow = f.coflow;
                     pinned.path_tag = f
                         .path
                         .iter()
@@ -538,6 +543,7 @@ mod tests {
                     start: Time::ZERO,
                     priority: 3,
                     path,
+                    coflow: None,
                 }],
             })
             .generate(0, &ctx(&t))
@@ -587,6 +593,7 @@ mod tests {
                 start: Time::ZERO,
                 priority: 3,
                 path: vec![],
+                coflow: None,
             }],
         });
         let e = spec.generate(0, &ctx(&t)).unwrap_err();

@@ -1,11 +1,11 @@
 //! The Parquet files of a run: per-flow and per-port records, reorder-queue changes, RLB*
-//! alerts, the monitors' rows and the FCT summary.
+//! alerts, the monitors' rows, the coflows and the FCT summary.
 
 use super::ps_to_us;
 use super::summary::{Summary, SummaryRow};
 use crate::metrics::{
-    AlertRecord, FlowRecord, LinkUtilSample, MonitorOutput, PfcEvent, PortRecord, QueueSample,
-    RateSample, ReorderChange, SchemeSample,
+    AlertRecord, CoflowRecord, FlowRecord, LinkUtilSample, MonitorOutput, PfcEvent, PortRecord,
+    QueueSample, RateSample, ReorderChange, SchemeSample,
 };
 use arrow_array::types::{
     ArrowPrimitiveType, Float64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
@@ -199,6 +199,7 @@ fn flow_columns(rows: &[FlowRecord]) -> Columns<'_, FlowRecord> {
         .prim::<UInt32Type>("flow_id", |f| f.flow_id)
         .utf8("source", |f| f.source)
         .prim::<UInt16Type>("generator", |f| f.generator)
+        .opt::<UInt32Type>("coflow", |f| f.coflow)
         .prim::<UInt32Type>("src", |f| f.src)
         .prim::<UInt32Type>("dst", |f| f.dst)
         .prim::<UInt16Type>("sport", |f| f.sport)
@@ -261,6 +262,25 @@ fn reorder_columns<'a>(
         .prim::<UInt32Type>("node", |r| ports[r.port_id as usize].node)
         .prim::<UInt16Type>("port", |r| ports[r.port_id as usize].port)
         .prim::<UInt32Type>("in_use", |r| r.in_use)
+}
+
+/// Writes one row per coflow to `path`: every [`CoflowRecord`] field, plus `cct_us`
+/// (nullable Float64), the CCT in microseconds.
+pub fn write_coflows_parquet(path: &Path, coflows: &[CoflowRecord]) -> Result<(), OutputError> {
+    write_table(path, coflows, ROWS_PER_GROUP, coflow_columns)
+}
+
+fn coflow_columns(rows: &[CoflowRecord]) -> Columns<'_, CoflowRecord> {
+    Columns::new(rows)
+        .prim::<UInt32Type>("coflow_id", |c| c.coflow_id)
+        .prim::<UInt32Type>("flows", |c| c.flows)
+        .prim::<UInt32Type>("finished_flows", |c| c.finished_flows)
+        .prim::<UInt64Type>("bytes", |c| c.bytes)
+        .prim::<UInt64Type>("arrival_ps", |c| c.arrival_ps)
+        .opt::<UInt64Type>("finish_ps", |c| c.finish_ps)
+        .opt::<UInt64Type>("cct_ps", |c| c.cct_ps)
+        .prim::<UInt32Type>("stalled_flows", |c| c.stalled_flows)
+        .opt::<Float64Type>("cct_us", |c| c.cct_ps.map(ps_to_us))
 }
 
 fn alert_columns(rows: &[AlertRecord]) -> Columns<'_, AlertRecord> {
@@ -427,6 +447,7 @@ mod tests {
                 "flow_id",
                 "source",
                 "generator",
+                "coflow",
                 "src",
                 "dst",
                 "sport",

@@ -35,6 +35,8 @@ pub struct FabricConfig {
     pub nic: NicConfig,
     pub cc: CcConfig,
     pub lb: LbConfig,
+    /// The coflow scheduler (`[coflow]`, `varys.rs`).
+    pub coflow: super::CoflowConfig,
 }
 
 impl CcConfig {

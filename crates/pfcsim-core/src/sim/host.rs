@@ -96,6 +96,16 @@ impl Host {
         self.sending.is_empty()
     }
 
+    /// Flow `f`'s `next_avail` changed (it is in the sending list).
+    pub(super) fn set_next_avail(&mut self, f: u32, at: Time) {
+        let entry = self
+            .sending
+            .iter_mut()
+            .find(|s| s.flow == f)
+            .expect("listed");
+        entry.next_avail = at;
+    }
+
     pub(super) fn new(node: u32, port: u32) -> Host {
         Host {
             node,
@@ -126,7 +136,7 @@ pub(crate) struct FlowState {
     snd_una: u64,
     /// Highest byte ever sent (bytes below it that are sent again are retransmissions).
     high_sent: u64,
-    next_avail: Time,
+    pub(super) next_avail: Time,
     /// When the retransmission timer expires if nothing is sent or acknowledged before.
     rto_deadline: Time,
     /// Reading of the host port's pause clock at the QP's last transmission.
@@ -149,6 +159,8 @@ pub(crate) struct FlowState {
     // Measurements.
     rec: FlowRecord,
     ideal_fct: Time,
+    /// The coflow scheduler's rate for the flow, bit/s (infinite: none; `varys.rs`).
+    pub(super) rate_cap_bps: f64,
 }
 
 impl FlowState {
@@ -181,7 +193,21 @@ impl FlowState {
             paths: [0; 8],
             last_path: 0,
             spec,
+            rate_cap_bps: f64::INFINITY,
         }
+    }
+
+    pub(super) fn is_unfinished(&self) -> bool {
+        self.finished.is_none()
+    }
+
+    pub(super) fn in_sending(&self) -> bool {
+        self.in_sending
+    }
+
+    /// Bytes the receiver has not yet acknowledged.
+    pub(super) fn unacknowledged(&self) -> u64 {
+        self.spec.size - self.snd_una
     }
 
     /// Next byte the receiver expects.
@@ -217,6 +243,7 @@ impl FlowState {
             flow_id: self.id,
             source: s.source,
             generator: s.generator,
+            coflow: s.coflow,
             src: s.src,
             dst: s.dst,
             sport: self.sport,
@@ -336,6 +363,9 @@ impl Simulation {
             let info = self.flows[f as usize].info();
             self.host_lb_flow_start(h, info);
         }
+        if self.varys.as_ref().is_some_and(|v| v.schedules(f)) {
+            self.varys_update();
+        }
         self.mark_sending(h, f);
         self.host_kick(h);
     }
@@ -353,7 +383,7 @@ impl Simulation {
     }
 
     /// Asks host `h`'s NIC to send what it can (now, or when its port frees up).
-    fn host_kick(&mut self, h: u32) {
+    pub(super) fn host_kick(&mut self, h: u32) {
         let p = self.hosts[h as usize].port;
         self.try_send(p);
     }
@@ -463,8 +493,14 @@ impl Simulation {
         }
         flow.high_sent = flow.high_sent.max(flow.snd_nxt);
         flow.rec.packets_sent += 1;
-        let pace = (pkt.wire_bytes as f64 * 8e12 / flow.rate_bps(&self.cfg.cc, now)).ceil() as u64;
-        flow.next_avail = now + Time(pace);
+        let rate = flow.rate_bps(&self.cfg.cc, now);
+        if self.varys.is_some() && flow.rate_cap_bps < rate {
+            // The coflow scheduler's cap binds: a token bucket of one packet (`varys.rs`).
+            flow.next_avail = super::varys::capped_next(flow, pkt.wire_bytes, now);
+        } else {
+            let pace = (pkt.wire_bytes as f64 * 8e12 / rate).ceil() as u64;
+            flow.next_avail = now + Time(pace);
+        }
         self.hosts[h as usize].sending[i].next_avail = flow.next_avail;
         let done_sending = flow.snd_nxt >= flow.spec.size;
         self.arm_rto(f);
@@ -698,6 +734,9 @@ impl Simulation {
                 if host.rr > i {
                     host.rr -= 1;
                 }
+            }
+            if self.varys.is_some() {
+                self.varys_flow_end(f);
             }
             return;
         }

@@ -37,6 +37,7 @@ mod setup;
 mod switch;
 #[cfg(test)]
 mod tests;
+mod varys;
 
 use crate::engine::{EventQueue, Fingerprint};
 use crate::lb::LbAction;
@@ -50,6 +51,7 @@ pub use events::StopRule;
 pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
 pub use switch::{EcnConfig, EcnRateOverride, LoopbackConfig, PfcConfig, SwitchConfig};
+pub use varys::{CoflowConfig, Scheduler};
 
 use events::Event;
 use host::{FlowState, Host};
@@ -126,6 +128,8 @@ pub struct Simulation {
     monitors: Option<Box<monitor::Monitors>>,
     /// Data packets carry their coflow in `lb.meta` ([`crate::lb::Capabilities::coflow_tag`]).
     tag_coflows: bool,
+    /// The coflow scheduler, with `[coflow] scheduler = "varys"` (`varys.rs`).
+    varys: Option<Box<varys::Varys>>,
 }
 
 impl Simulation {

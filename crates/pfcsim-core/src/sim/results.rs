@@ -3,7 +3,8 @@
 use super::Simulation;
 use crate::lb::Counters;
 use crate::metrics::{
-    pfc_rates, AlertRecord, FlowRecord, MonitorOutput, PortRecord, ReorderChange, RunStats,
+    coflow_records, coflow_stats, pfc_rates, AlertRecord, CoflowRecord, FlowRecord, MonitorOutput,
+    PortRecord, ReorderChange, RunStats,
 };
 
 /// Results of a run.
@@ -28,6 +29,8 @@ pub struct RunOutput {
     pub alerts: Vec<AlertRecord>,
     /// What the monitors recorded (`None`: the run has no monitor).
     pub monitors: Option<MonitorOutput>,
+    /// One record per coflow (empty: the run has no coflow).
+    pub coflows: Vec<CoflowRecord>,
 }
 
 impl Simulation {
@@ -84,6 +87,7 @@ impl Simulation {
         if let Some(m) = monitors.as_ref().filter(|m| m.pfc.is_some()) {
             monitor_counters.insert("monitor.pfc_events_dropped".into(), m.pfc_events_dropped);
         }
+        let coflows = coflow_records(&flows);
         let stats = RunStats {
             events: self.events_done,
             end_ps: now.ps(),
@@ -124,6 +128,7 @@ impl Simulation {
             ood_max: self.ood.max(),
             pfc_pause_rate,
             pfc_pauses_per_port_s,
+            coflows: coflow_stats(&coflows),
             fingerprint: self.fingerprint.value(),
         };
         RunOutput {
@@ -138,6 +143,7 @@ impl Simulation {
             held_packets,
             alerts,
             monitors,
+            coflows,
         }
     }
 }

@@ -4,7 +4,9 @@
 
 use super::host::{ideal_fct, FlowState, Host};
 use super::switch::{Switch, SwitchConfig};
-use super::{faults, hold, host_lb, reseq, Event, FabricConfig, SetupError, Simulation, StopRule};
+use super::{
+    faults, hold, host_lb, reseq, varys, Event, FabricConfig, SetupError, Simulation, StopRule,
+};
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::metrics::{OodHistogram, PortRecord};
 use crate::mmu::{auto_headroom, Mmu, Threshold};
@@ -173,10 +175,25 @@ impl Simulation {
             reseq: None,
             monitors: None,
             tag_coflows: false,
+            varys: None,
         };
         let n_flows = sim.flows.len();
         let lb_caps = sim.cfg.lb.capabilities();
         sim.tag_coflows = lb_caps.coflow_tag;
+        if sim.cfg.coflow.scheduler == varys::Scheduler::Varys {
+            let rate = |p: u32| sim.ports[p as usize].rate.bps() as f64;
+            let up = sim.hosts.iter().map(|h| rate(h.port)).collect();
+            let down = (sim.hosts.iter())
+                .map(|h| rate(sim.ports[h.port as usize].peer))
+                .collect();
+            let coflows: Vec<Option<u32>> = sim.flows.iter().map(|f| f.spec.coflow).collect();
+            sim.varys = Some(Box::new(varys::Varys::new(
+                sim.cfg.coflow.work_conserving,
+                &coflows,
+                up,
+                down,
+            )));
+        }
         if lb_caps.hosts {
             let host_nodes: Vec<u32> = sim.hosts.iter().map(|h| h.node).collect();
             sim.host_side = host_lb::HostSide::new(

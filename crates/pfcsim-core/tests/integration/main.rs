@@ -5,6 +5,7 @@
 //! add its path as a filter, e.g. `-- conweave::`).
 
 mod clb;
+mod coflows;
 mod conweave;
 mod fabric;
 mod faults;
