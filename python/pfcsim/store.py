@@ -275,7 +275,7 @@ class Store:
 
 
 #: The layout of the index: a store indexed by another pfcsim version is indexed again.
-_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 4"
+_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 5"
 
 
 def _index_format(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -1,5 +1,7 @@
-"""Coflow traffic from Python: the run's coflows table, ACCT in its stats, and a results store
-that indexes coflows like flows (docs/coflows.md)."""
+"""Coflow traffic from Python (docs/coflows.md).
+
+The run's coflows table, ACCT in its stats, and a results store that indexes coflows like flows.
+"""
 
 import copy
 from pathlib import Path
@@ -33,7 +35,8 @@ def test_a_run_with_coflows_writes_their_completion_times(
     out = tmp_path / "run"
     res = pfcsim.run(coflow_spec(tiny_dict), out=out)
     coflows = res.coflows
-    assert coflows is not None and len(coflows) == 4
+    assert coflows is not None
+    assert len(coflows) == 4
     assert list(coflows.columns) == [
         "coflow_id",
         "flows",
