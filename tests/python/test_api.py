@@ -243,6 +243,7 @@ def test_schemes_list_their_defaults() -> None:
         "plb",
         "lbodsn",
         "clove",
+        "clb",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}

@@ -49,6 +49,7 @@
 //! packet whose path the sender pinned (see [`pinned_choice`]): the pinned candidate becomes
 //! its input instead of the switch's answer.
 
+pub mod clb;
 pub mod clove;
 pub mod conga;
 pub mod conweave;
@@ -87,6 +88,7 @@ use std::collections::BTreeMap;
 pub use crate::packet::Layer;
 pub use wrap::Inner;
 
+pub use clb::{Clb, ClbConfig};
 pub use clove::{Clove, CloveConfig, CloveMode};
 pub use conga::{Conga, CongaConfig};
 pub use conweave::{ConWeave, ConWeaveConfig};
@@ -583,6 +585,8 @@ schemes! {
         "the destination ToR predicts a PFC pause of an ingress queue, picks the flows filling it and tells their source ToR which flow to move and where (FCN); stale CNPs of the old path are filtered and the destination ToR restores order";
     "clove" => Clove(CloveConfig),
         "host-side: flowlets on paths drawn by weight; a path's weight is cut by a third on an ECN echo, spread over the others (or uniform: edge_flowlet)";
+    "clb" => Clb(ClbConfig),
+        "per packet, the egress least likely to pause soon: classes from the queue's size against Q_thr and its growth (A-D), the least queue or growth within the best class, ties to the port that carried least of the packet's coflow";
     #[cfg(test)]
     "probe" => Probe(probe::ProbeConfig),
         "test-only scheme exercising recirculation, timers and scheme messages";
