@@ -16,6 +16,7 @@ use crate::monitor::{Monitor, MonitorSpec, RunFacts};
 use crate::sim::{CcConfig, FabricConfig, NicConfig, StopRule, SwitchConfig};
 use crate::topology::{Topology, TopologySpec};
 use crate::traffic::{FlowSpec, TrafficContext, TrafficSpec};
+use crate::transport::{TcpCc, TransportConfig, TransportKind};
 use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -58,6 +59,10 @@ pub struct Spec {
     pub cc: CcConfig,
     #[serde(default)]
     pub lb: LbConfig,
+    /// Transport of the flows (RoCE or TCP) and TCP's parameters (`transport.rs`); left out of
+    /// the resolved spec when it is the default (every flow RoCE).
+    #[serde(default, skip_serializing_if = "TransportConfig::is_default")]
+    pub transport: TransportConfig,
     pub traffic: Vec<TrafficSpec>,
     #[serde(default)]
     pub run: RunSpec,
@@ -153,6 +158,8 @@ impl Spec {
         self.nic.validate()?;
         self.cc.validate()?;
         self.lb.validate()?;
+        self.transport.validate()?;
+        self.validate_transport()?;
         if self.lb.capabilities().loopback && self.switch.loopback.is_none() {
             return err(format!(
                 "switch.loopback: missing; scheme \"{}\" recirculates packets through a loopback link: add [switch.loopback] with rate and delay (e.g. rate = \"40Gbps\", delay = \"500ns\"), or set lb.recirculation = false",
@@ -169,6 +176,26 @@ impl Spec {
             );
         }
         crate::monitor::validate(&self.monitors)?;
+        Ok(())
+    }
+}
+
+impl Spec {
+    /// The transport of each `[[traffic]]` entry's flows, by entry.
+    pub fn traffic_transports(&self) -> Vec<TransportKind> {
+        self.traffic
+            .iter()
+            .map(|t| t.transport().unwrap_or(self.transport.kind))
+            .collect()
+    }
+
+    /// Checks that the switches suit the transports of the flows: DCTCP needs ECN marking;
+    /// a drop-tail egress limit needs a lossy fabric.
+    fn validate_transport(&self) -> Result<(), SpecError> {
+        let tcp = self.traffic_transports().contains(&TransportKind::Tcp);
+        if tcp && self.transport.tcp.cc == TcpCc::Dctcp && !self.switch.ecn.enabled {
+            return err("transport.tcp.cc: \"dctcp\" reacts to ECN marks but switch.ecn.enabled is false; enable marking (DCTCP: step marking at K, e.g. kmin = kmax = \"97KB\", pmax = 1.0) or use cc = \"newreno\"");
+        }
         Ok(())
     }
 }
@@ -252,6 +279,8 @@ impl Scenario {
             nic: spec.nic.clone(),
             cc: spec.cc.clone(),
             lb: spec.lb.clone(),
+            transport: spec.transport.clone(),
+            traffic_transports: spec.traffic_transports(),
         };
         let faults = crate::faults::resolve(&spec.faults, &spec.topology, &topology, spec.seed)?;
         let facts = RunFacts {

@@ -22,6 +22,7 @@ use crate::cdf::FlowSizeCdf;
 use crate::check::check_range;
 use crate::engine::{rng_stream, StreamKind};
 use crate::topology::Topology;
+use crate::transport::TransportKind;
 use crate::units::{Bytes, Time};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -91,6 +92,9 @@ pub struct PoissonSpec {
     pub cross_tor_only: bool,
     #[serde(default = "default_priority")]
     pub priority: u8,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 fn default_load_of() -> LoadOf {
@@ -115,6 +119,9 @@ pub struct IncastSpec {
     pub repeat: u32,
     #[serde(default = "default_priority")]
     pub priority: u8,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 fn one() -> u32 {
@@ -131,12 +138,18 @@ pub struct BackgroundSpec {
     pub start: Time,
     #[serde(default = "default_priority")]
     pub priority: u8,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptedSpec {
     pub flows: Vec<ScriptedFlow>,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -160,6 +173,9 @@ pub struct ScriptedFlow {
 pub struct FlowFileSpec {
     /// Path of the flow file (relative paths are relative to the spec file).
     pub path: String,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 /// A problem with a traffic generator, found before the run.
@@ -178,6 +194,17 @@ pub struct TrafficContext<'a> {
 }
 
 impl TrafficSpec {
+    /// The transport this entry asks for its flows (`None`: the run's default).
+    pub fn transport(&self) -> Option<TransportKind> {
+        match self {
+            TrafficSpec::Poisson(s) => s.transport,
+            TrafficSpec::Incast(s) => s.transport,
+            TrafficSpec::Background(s) => s.transport,
+            TrafficSpec::Scripted(s) => s.transport,
+            TrafficSpec::FlowFile(s) => s.transport,
+        }
+    }
+
     /// The flows of generator number `index` (its position among the spec's generators).
     pub fn generate(
         &self,
@@ -455,6 +482,7 @@ mod tests {
             duration: Time::from_ms(10),
             cross_tor_only: false,
             priority: 3,
+            transport: None,
         })
     }
 
@@ -499,6 +527,7 @@ mod tests {
             period: Time::from_us(500),
             repeat: 3,
             priority: 3,
+            transport: None,
         });
         let flows = spec.generate(0, &ctx(&t)).unwrap();
         assert_eq!(flows.len(), 48);
@@ -528,6 +557,7 @@ mod tests {
                     priority: 3,
                     path,
                 }],
+                transport: None,
             })
             .generate(0, &ctx(&t))
         };
@@ -551,6 +581,7 @@ mod tests {
         };
         let spec = TrafficSpec::FlowFile(FlowFileSpec {
             path: "flows.txt".into(),
+            transport: None,
         });
         assert_eq!(
             spec.generate(0, &c).unwrap_err().0,
@@ -577,6 +608,7 @@ mod tests {
                 priority: 3,
                 path: vec![],
             }],
+            transport: None,
         });
         let e = spec.generate(0, &ctx(&t)).unwrap_err();
         assert_eq!(

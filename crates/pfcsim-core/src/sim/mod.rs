@@ -33,6 +33,9 @@ mod results;
 mod rlb_rtt_tests;
 mod setup;
 mod switch;
+mod tcp;
+#[cfg(test)]
+mod tcp_tests;
 #[cfg(test)]
 mod tests;
 
@@ -47,7 +50,9 @@ pub use config::{CcConfig, FabricConfig};
 pub use events::StopRule;
 pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
-pub use switch::{EcnConfig, EcnRateOverride, LoopbackConfig, PfcConfig, SwitchConfig};
+pub use switch::{
+    EcnConfig, EcnRateOverride, EgressLimit, LoopbackConfig, PfcConfig, SwitchConfig,
+};
 
 use events::Event;
 use host::{FlowState, Host};
@@ -109,6 +114,8 @@ pub struct Simulation {
     /// Out-of-order degrees of every out-of-order data arrival at a receiver.
     ood: OodHistogram,
     drops: u64,
+    /// Packets dropped by drop-tail egress limits (`switch.egress_limit`).
+    drops_egress: u64,
     lb_actions: Vec<LbAction>,
     /// Seed of the run (fault streams are derived from it when faults start).
     seed: u64,
@@ -122,6 +129,8 @@ pub struct Simulation {
     reseq: Option<Box<reseq::Resequencer>>,
     /// The run's monitors, if it has any (`monitor.rs`).
     monitors: Option<Box<monitor::Monitors>>,
+    /// The TCP flows' state, if any flow uses TCP (`tcp.rs`).
+    tcp: Option<Box<tcp::Tcp>>,
 }
 
 impl Simulation {
