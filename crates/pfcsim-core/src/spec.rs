@@ -350,7 +350,7 @@ mod tests {
         let e = error_of(&format!("{MINIMAL}\n[switch]\nbufer = \"9MB\"\n"));
         assert_eq!(
             e,
-            "s.toml (line 17): switch.bufer: unknown field `bufer`, expected one of `buffer`, `control_strict_priority`, `pfc`, `ecn`, `loopback`"
+            "s.toml (line 17): switch.bufer: unknown field `bufer`, expected one of `buffer`, `control_strict_priority`, `pfc`, `ecn`, `loopback`, `egress_limit`"
         );
     }
 

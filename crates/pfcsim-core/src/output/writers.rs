@@ -520,7 +520,7 @@ mod tests {
         assert_eq!(groups, 1);
         assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 10);
         let schema = batches[0].schema();
-        assert_eq!(schema.fields().len(), 20);
+        assert_eq!(schema.fields().len(), 21);
         assert_eq!(
             schema.field_with_name("port").unwrap().data_type(),
             &DataType::UInt16

@@ -407,7 +407,7 @@ impl Simulation {
             if st.in_recovery {
                 st.cwnd += mss; // inflation: a segment left the network
             } else if st.dupacks == cfg.dupack_threshold
-                && st.recover.is_none_or(|r| flow.snd_una >= r)
+                && !matches!(st.recover, Some(r) if flow.snd_una < r)
             {
                 let flight = (flow.high_sent - flow.snd_una) as f64;
                 st.ssthresh = (flight / 2.0).max(2.0 * mss);

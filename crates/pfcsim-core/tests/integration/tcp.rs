@@ -355,3 +355,53 @@ fn transport_settings_are_checked_before_the_run() {
     assert!(!resolved.contains("transport"), "{resolved}");
     assert!(!resolved.contains("egress_limit"), "{resolved}");
 }
+
+#[test]
+fn every_scheme_carries_tcp_flows_to_the_end_over_a_lossy_fabric() {
+    // Host-side schemes read TCP's signals (ECN echoes, RTTs, fast retransmits, timeouts);
+    // Presto's resequencing buffer hands TCP in-order data or, after its timeout, what it
+    // holds (TCP buffers it). Switch-side schemes see TCP data like any data.
+    for scheme in [
+        "ecmp", "presto", "hermes", "clove", "letflow", "drill", "conga",
+    ] {
+        let text = testing::leaf_spine_spec(
+            7,
+            (2, 2, 4),
+            "stop_when_done = true",
+            &format!(
+                r#"
+                [transport]
+                kind = "tcp"
+                [transport.tcp]
+                cc = "dctcp"
+
+                [switch.pfc]
+                enabled = false
+                [switch.ecn]
+                kmin = "100KB"
+                kmax = "100KB"
+                pmax = 1.0
+
+                [lb]
+                scheme = "{scheme}"
+                {}
+                "#,
+                testing::poisson(0.5, "100us")
+            ),
+        );
+        let out = testing::run_text(&text, "schemes.toml");
+        let s = &out.stats;
+        assert_eq!(
+            s.flows_finished, s.flows_total,
+            "{scheme}: every flow finishes"
+        );
+        let total: u64 = out.flows.iter().map(|f| f.size_bytes).sum();
+        assert_eq!(s.bytes_delivered, total, "{scheme}");
+        assert_eq!(
+            s.payload_sent,
+            s.bytes_delivered + s.payload_dropped + s.payload_discarded,
+            "{scheme}"
+        );
+        assert!(out.flows.iter().all(|f| f.transport == "tcp"));
+    }
+}
