@@ -55,8 +55,12 @@ pub(super) struct Tcp {
     /// Unit tests: drops the data packets of TCP flows it returns `true` for, on arrival at
     /// the receiver (as if lost on the last link).
     #[cfg(test)]
-    pub(super) drop_data: Option<Box<dyn FnMut(&Packet) -> bool>>,
+    pub(super) drop_data: Option<Box<DropFilter>>,
 }
+
+/// Unit tests: which data packets to drop at the receiver.
+#[cfg(test)]
+pub(super) type DropFilter = dyn FnMut(&Packet) -> bool;
 
 /// Sender and receiver state of one TCP flow, beside its [`FlowState`] (which keeps the
 /// sequence numbers both transports share: `snd_una`, `snd_nxt`, `high_sent`, `expected`).
