@@ -33,7 +33,8 @@ BAD_SPECS = [
         "unknown key",
         TINY_TOML + '\n[switch]\nbufer = "9MB"\n',
         "spec.toml (line 18): switch.bufer: unknown field `bufer`, expected one of `buffer`, "
-        "`control_strict_priority`, `pfc`, `ecn`, `loopback`",
+        "`control_strict_priority`, `pfc`, `ecn`, `loopback`, "
+        "`egress_limit`",
     ),
     (
         "missing unit",
@@ -135,7 +136,7 @@ BAD_SPECS = [
         "unknown traffic key",
         TINY_TOML.replace("load = 0.3", "lod = 0.3"),
         "spec.toml (line 14): traffic[0].lod: unknown field `lod`, expected one of `cdf`, "
-        "`load`, `load_of`, `start`, `duration`, `cross_tor_only`, `priority`",
+        "`load`, `load_of`, `start`, `duration`, `cross_tor_only`, `priority`, `transport`",
     ),
     (
         "unknown traffic kind",

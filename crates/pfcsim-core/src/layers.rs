@@ -13,7 +13,7 @@ use std::path::Path;
 /// (not of its own layer, not of higher ones). A new module must be placed here.
 const LAYERS: &[&[&str]] = &[
     &["units", "tagged", "check", "cdf", "metrics"],
-    &["engine", "ns3", "dcqcn", "output"],
+    &["engine", "ns3", "dcqcn", "output", "transport"],
     &["packet", "topology"],
     &["port", "faults", "monitor", "traffic"],
     &["mmu"],

@@ -5,6 +5,7 @@
 //! * [`units`]: integer time (ps), rates (bit/s) and sizes (bytes), parsed from "2us" etc.;
 //!   [`check`]: the range checks of spec values; [`metrics`]: what a run measures;
 //! * [`engine`]: the event queue, RNG streams and run fingerprint (no network words);
+//!   [`transport`]: the `[transport]` table (RoCE or TCP per flow, TCP's parameters);
 //! * [`packet`]: packets and their arena; [`port`]: a link end's egress queues and PFC state;
 //! * [`topology`]: the `[topology]` table; leaf-spine, fat-tree and ns-3 file topologies,
 //!   shortest-path routing; [`faults`]: the `[[faults]]` plan resolved against a topology;
@@ -36,4 +37,5 @@ pub mod spec;
 mod tagged;
 pub mod topology;
 pub mod traffic;
+pub mod transport;
 pub mod units;

@@ -71,6 +71,13 @@ pub struct FlowRecord {
     pub paths_used: u8,
     /// Data packets that arrived over a different path than the previous one of the flow.
     pub path_changes: u32,
+    /// The flow's transport: `roce` or `tcp`.
+    pub transport: &'static str,
+    /// TCP: segments sent again by fast retransmit and by NewReno's partial-ACK
+    /// retransmissions during fast recovery (0 for RoCE flows, which count `nacks_received`).
+    pub fast_retransmits: u32,
+    /// TCP: duplicate ACKs the sender received (0 for RoCE flows).
+    pub dup_acks: u32,
 }
 
 /// Everything measured about one egress port (one direction of a link).
@@ -105,6 +112,9 @@ pub struct PortRecord {
     pub ecn_marks: u64,
     /// Packets dropped on arrival because the buffer was full (lossy mode, or headroom overrun).
     pub drops: u64,
+    /// Data packets dropped on arrival because this egress queue was at its drop-tail limit
+    /// (`switch.egress_limit`).
+    pub egress_drops: u64,
     /// Packets lost to faults here: for a switch port, those that arrived on it and were
     /// dropped silently, black-holed or found no route, and those on the wire or queued when
     /// its link went down (see `faults.rs`).
@@ -266,12 +276,18 @@ pub struct RunStats {
     pub drops_buffer: u64,
     /// Packets dropped at random by a `silent_drop` fault.
     pub drops_silent: u64,
+    /// Packets dropped because their egress queue was at its drop-tail limit
+    /// (`switch.egress_limit`).
+    pub drops_egress: u64,
     /// Packets dropped by a `black_hole` fault.
     pub drops_black_hole: u64,
     /// Packets on the wire or queued for a link when it went down (`link_down`).
     pub drops_link_down: u64,
     /// Packets a switch had no route for (a failed link not yet routed around).
     pub drops_no_route: u64,
+    /// Loss rate: `payload_dropped / payload_sent` (payload bytes lost, all causes, over
+    /// payload bytes put on the wire; 0 when nothing was sent).
+    pub loss_rate: f64,
     /// Data packets a receiver's resequencing buffer held back and then passed to the
     /// transport in order (schemes with one: Presto).
     pub resequenced_packets: u64,

@@ -16,6 +16,7 @@ use crate::monitor::{Monitor, MonitorSpec, RunFacts};
 use crate::sim::{CcConfig, CoflowConfig, FabricConfig, NicConfig, StopRule, SwitchConfig};
 use crate::topology::{Topology, TopologySpec};
 use crate::traffic::{FlowSpec, TrafficContext, TrafficSpec};
+use crate::transport::{TcpCc, TransportConfig, TransportKind};
 use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -61,6 +62,10 @@ pub struct Spec {
     /// The coflow scheduler (`[coflow]`; written out only when set).
     #[serde(default, skip_serializing_if = "CoflowConfig::is_default")]
     pub coflow: CoflowConfig,
+    /// Transport of the flows (RoCE or TCP) and TCP's parameters (`transport.rs`); left out of
+    /// the resolved spec when it is the default (every flow RoCE).
+    #[serde(default, skip_serializing_if = "TransportConfig::is_default")]
+    pub transport: TransportConfig,
     pub traffic: Vec<TrafficSpec>,
     #[serde(default)]
     pub run: RunSpec,
@@ -156,6 +161,8 @@ impl Spec {
         self.nic.validate()?;
         self.cc.validate()?;
         self.lb.validate()?;
+        self.transport.validate()?;
+        self.validate_transport()?;
         if self.lb.capabilities().loopback && self.switch.loopback.is_none() {
             return err(format!(
                 "switch.loopback: missing; scheme \"{}\" recirculates packets through a loopback link: add [switch.loopback] with rate and delay (e.g. rate = \"40Gbps\", delay = \"500ns\"), or set lb.recirculation = false",
@@ -172,6 +179,26 @@ impl Spec {
             );
         }
         crate::monitor::validate(&self.monitors)?;
+        Ok(())
+    }
+}
+
+impl Spec {
+    /// The transport of each `[[traffic]]` entry's flows, by entry.
+    pub fn traffic_transports(&self) -> Vec<TransportKind> {
+        self.traffic
+            .iter()
+            .map(|t| t.transport().unwrap_or(self.transport.kind))
+            .collect()
+    }
+
+    /// Checks that the switches suit the transports of the flows: DCTCP needs ECN marking;
+    /// a drop-tail egress limit needs a lossy fabric.
+    fn validate_transport(&self) -> Result<(), SpecError> {
+        let tcp = self.traffic_transports().contains(&TransportKind::Tcp);
+        if tcp && self.transport.tcp.cc == TcpCc::Dctcp && !self.switch.ecn.enabled {
+            return err("transport.tcp.cc: \"dctcp\" reacts to ECN marks but switch.ecn.enabled is false; enable marking (DCTCP: step marking at K, e.g. kmin = kmax = \"97KB\", pmax = 1.0) or use cc = \"newreno\"");
+        }
         Ok(())
     }
 }
@@ -255,6 +282,20 @@ impl Scenario {
         {
             return err("coflow.scheduler: \"varys\" schedules coflows, but no [[traffic]] entry makes any; add one with kind = \"coflow\", or remove [coflow]");
         }
+        if spec.coflow.scheduler != crate::sim::Scheduler::None {
+            let transports = spec.traffic_transports();
+            let over_tcp = |f: &FlowSpec| {
+                f.coflow.is_some()
+                    && transports.get(f.generator as usize) == Some(&TransportKind::Tcp)
+            };
+            if let Some(f) = flows.iter().find(|f| over_tcp(f)) {
+                return err(format!(
+                    "coflow.scheduler: Varys paces RoCE senders only, but traffic[{}] sends its \
+                     coflows over TCP; give that entry transport = \"roce\", or remove [coflow]",
+                    f.generator
+                ));
+            }
+        }
         let last_start = flows.iter().map(|f| f.start).max().unwrap_or(Time::ZERO);
         let stop = StopRule {
             at: spec
@@ -269,6 +310,8 @@ impl Scenario {
             cc: spec.cc.clone(),
             lb: spec.lb.clone(),
             coflow: spec.coflow.clone(),
+            transport: spec.transport.clone(),
+            traffic_transports: spec.traffic_transports(),
         };
         let faults = crate::faults::resolve(&spec.faults, &spec.topology, &topology, spec.seed)?;
         let facts = RunFacts {
@@ -340,7 +383,7 @@ mod tests {
         let e = error_of(&format!("{MINIMAL}\n[switch]\nbufer = \"9MB\"\n"));
         assert_eq!(
             e,
-            "s.toml (line 17): switch.bufer: unknown field `bufer`, expected one of `buffer`, `control_strict_priority`, `pfc`, `ecn`, `loopback`"
+            "s.toml (line 17): switch.bufer: unknown field `bufer`, expected one of `buffer`, `control_strict_priority`, `pfc`, `ecn`, `loopback`, `egress_limit`"
         );
     }
 

@@ -24,6 +24,7 @@ use crate::cdf::FlowSizeCdf;
 use crate::check::check_range;
 use crate::engine::{rng_stream, StreamKind};
 use crate::topology::Topology;
+use crate::transport::TransportKind;
 use crate::units::{Bytes, Time};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -99,6 +100,9 @@ pub struct PoissonSpec {
     pub cross_tor_only: bool,
     #[serde(default = "default_priority")]
     pub priority: u8,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 fn default_load_of() -> LoadOf {
@@ -123,6 +127,9 @@ pub struct IncastSpec {
     pub repeat: u32,
     #[serde(default = "default_priority")]
     pub priority: u8,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 fn one() -> u32 {
@@ -139,12 +146,18 @@ pub struct BackgroundSpec {
     pub start: Time,
     #[serde(default = "default_priority")]
     pub priority: u8,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptedSpec {
     pub flows: Vec<ScriptedFlow>,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -172,6 +185,9 @@ pub struct ScriptedFlow {
 pub struct FlowFileSpec {
     /// Path of the flow file (relative paths are relative to the spec file).
     pub path: String,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
 }
 
 /// A problem with a traffic generator, found before the run.
@@ -190,6 +206,18 @@ pub struct TrafficContext<'a> {
 }
 
 impl TrafficSpec {
+    /// The transport this entry asks for its flows (`None`: the run's default).
+    pub fn transport(&self) -> Option<TransportKind> {
+        match self {
+            TrafficSpec::Poisson(s) => s.transport,
+            TrafficSpec::Incast(s) => s.transport,
+            TrafficSpec::Background(s) => s.transport,
+            TrafficSpec::Scripted(s) => s.transport,
+            TrafficSpec::FlowFile(s) => s.transport,
+            TrafficSpec::Coflow(s) => s.transport,
+        }
+    }
+
     /// The flows of generator number `index` (its position among the spec's generators).
     pub fn generate(
         &self,
@@ -471,6 +499,7 @@ mod tests {
             duration: Time::from_ms(10),
             cross_tor_only: false,
             priority: 3,
+            transport: None,
         })
     }
 
@@ -515,6 +544,7 @@ mod tests {
             period: Time::from_us(500),
             repeat: 3,
             priority: 3,
+            transport: None,
         });
         let flows = spec.generate(0, &ctx(&t)).unwrap();
         assert_eq!(flows.len(), 48);
@@ -545,6 +575,7 @@ mod tests {
                     path,
                     coflow: None,
                 }],
+                transport: None,
             })
             .generate(0, &ctx(&t))
         };
@@ -568,6 +599,7 @@ mod tests {
         };
         let spec = TrafficSpec::FlowFile(FlowFileSpec {
             path: "flows.txt".into(),
+            transport: None,
         });
         assert_eq!(
             spec.generate(0, &c).unwrap_err().0,
@@ -595,6 +627,7 @@ mod tests {
                 path: vec![],
                 coflow: None,
             }],
+            transport: None,
         });
         let e = spec.generate(0, &ctx(&t)).unwrap_err();
         assert_eq!(

@@ -225,6 +225,9 @@ fn flow_columns(rows: &[FlowRecord]) -> Columns<'_, FlowRecord> {
         .bool("stalled", |f| f.stalled)
         .prim::<UInt8Type>("paths_used", |f| f.paths_used)
         .prim::<UInt32Type>("path_changes", |f| f.path_changes)
+        .utf8("transport", |f| f.transport)
+        .prim::<UInt32Type>("fast_retransmits", |f| f.fast_retransmits)
+        .prim::<UInt32Type>("dup_acks", |f| f.dup_acks)
         .opt::<Float64Type>("fct_us", |f| f.fct_ps.map(ps_to_us))
 }
 
@@ -246,6 +249,7 @@ fn port_columns(rows: &[PortRecord]) -> Columns<'_, PortRecord> {
         .prim::<Float64Type>("mean_queue_bytes", |p| p.mean_queue_bytes)
         .prim::<UInt64Type>("ecn_marks", |p| p.ecn_marks)
         .prim::<UInt64Type>("drops", |p| p.drops)
+        .prim::<UInt64Type>("egress_drops", |p| p.egress_drops)
         .prim::<UInt64Type>("fault_drops", |p| p.fault_drops)
         .prim::<UInt64Type>("lb_messages_sent", |p| p.lb_messages_sent)
         .prim::<UInt32Type>("reorder_queues_max", |p| p.reorder_queues_max)
@@ -473,6 +477,9 @@ mod tests {
                 "stalled",
                 "paths_used",
                 "path_changes",
+                "transport",
+                "fast_retransmits",
+                "dup_acks",
                 "fct_us",
             ]
         );
@@ -534,7 +541,7 @@ mod tests {
         assert_eq!(groups, 1);
         assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 10);
         let schema = batches[0].schema();
-        assert_eq!(schema.fields().len(), 20);
+        assert_eq!(schema.fields().len(), 21);
         assert_eq!(
             schema.field_with_name("port").unwrap().data_type(),
             &DataType::UInt16

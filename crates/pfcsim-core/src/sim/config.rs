@@ -3,10 +3,12 @@
 //! parameters that their types alone cannot express (`SwitchConfig` is defined in
 //! `switch.rs`, `NicConfig` in `host.rs`).
 
+use super::switch::EgressLimit;
 use super::{NicConfig, SwitchConfig};
 use crate::check::check_range;
 use crate::dcqcn::DcqcnConfig;
 use crate::lb::LbConfig;
+use crate::transport::{TransportConfig, TransportKind};
 use crate::units::Bytes;
 
 /// Congestion control run by the sender NICs.
@@ -37,6 +39,21 @@ pub struct FabricConfig {
     pub lb: LbConfig,
     /// The coflow scheduler (`[coflow]`, `varys.rs`).
     pub coflow: super::CoflowConfig,
+    /// The `[transport]` table: the default transport and TCP's parameters.
+    pub transport: TransportConfig,
+    /// The transport of the flows of each `[[traffic]]` entry (by `FlowSpec::generator`);
+    /// an entry not listed (flows built in code) uses `transport.kind`.
+    pub traffic_transports: Vec<TransportKind>,
+}
+
+impl FabricConfig {
+    /// The transport of the flows of generator `generator`.
+    pub fn transport_of(&self, generator: u16) -> TransportKind {
+        self.traffic_transports
+            .get(generator as usize)
+            .copied()
+            .unwrap_or(self.transport.kind)
+    }
 }
 
 impl CcConfig {
@@ -77,6 +94,15 @@ impl SwitchConfig {
                 "(a marking probability)",
             )
         };
+        match self.egress_limit {
+            Some(_) if self.pfc.enabled => {
+                return Err("switch.egress_limit: a drop-tail limit needs a lossy fabric; set switch.pfc.enabled = false, or leave egress_limit out".into());
+            }
+            Some(EgressLimit::Packets(0)) | Some(EgressLimit::Bytes(Bytes(0))) => {
+                return Err("switch.egress_limit: must be above 0 (e.g. { packets = 100 } or { bytes = \"150KB\" })".into());
+            }
+            _ => {}
+        }
         let ecn = &self.ecn;
         check_red("switch.ecn", ecn.kmin, ecn.kmax, ecn.pmax)?;
         for (i, o) in ecn.per_rate.iter().enumerate() {

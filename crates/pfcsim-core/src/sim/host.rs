@@ -132,24 +132,24 @@ struct Sending {
 #[repr(C)] // what a packet sent, received or acknowledged touches comes first, together
 pub(crate) struct FlowState {
     // Sender (with the flow's spec and DCQCN state: every packet sent and every ACK).
-    snd_nxt: u64,
-    snd_una: u64,
+    pub(super) snd_nxt: u64,
+    pub(super) snd_una: u64,
     /// Highest byte ever sent (bytes below it that are sent again are retransmissions).
-    high_sent: u64,
+    pub(super) high_sent: u64,
     pub(super) next_avail: Time,
     /// When the retransmission timer expires if nothing is sent or acknowledged before.
-    rto_deadline: Time,
+    pub(super) rto_deadline: Time,
     /// Reading of the host port's pause clock at the QP's last transmission.
-    pause_mark: u64,
-    line_rate: Rate,
-    id: u32,
-    sport: u16,
-    in_sending: bool,
-    finished: Option<Time>,
+    pub(super) pause_mark: u64,
+    pub(super) line_rate: Rate,
+    pub(super) id: u32,
+    pub(super) sport: u16,
+    pub(super) in_sending: bool,
+    pub(super) finished: Option<Time>,
     pub(super) spec: FlowSpec,
     cc: Option<Dcqcn>,
     // Receiver (every data packet received).
-    expected: u64,
+    pub(super) expected: u64,
     last_nack: u64,
     nack_allowed_at: Time,
     unacked_packets: u32,
@@ -157,8 +157,8 @@ pub(crate) struct FlowState {
     last_path: u32,
     paths: [u32; 8],
     // Measurements.
-    rec: FlowRecord,
-    ideal_fct: Time,
+    pub(super) rec: FlowRecord,
+    pub(super) ideal_fct: Time,
     /// The coflow scheduler's rate for the flow, bit/s (infinite: none; `varys.rs`).
     pub(super) rate_cap_bps: f64,
 }
@@ -222,7 +222,7 @@ impl FlowState {
     }
 
     /// What host-side schemes see of the flow.
-    fn info(&self) -> FlowInfo {
+    pub(super) fn info(&self) -> FlowInfo {
         FlowInfo {
             id: self.id,
             src: self.spec.src,
@@ -370,7 +370,7 @@ impl Simulation {
         self.host_kick(h);
     }
 
-    fn mark_sending(&mut self, h: u32, f: u32) {
+    pub(super) fn mark_sending(&mut self, h: u32, f: u32) {
         let flow = &mut self.flows[f as usize];
         if !flow.in_sending && flow.finished.is_none() {
             flow.in_sending = true;
@@ -447,6 +447,9 @@ impl Simulation {
 
     /// Sends the next data packet of flow `f`, at position `i` of host `h`'s sending list.
     fn send_data(&mut self, h: u32, i: usize, f: u32) {
+        if self.tcp.as_ref().is_some_and(|t| t.is_tcp(f)) {
+            return self.tcp_send(h, i, f);
+        }
         let now = self.now;
         let p = self.hosts[h as usize].port;
         let payload_max = self.cfg.nic.payload.0;
@@ -536,6 +539,11 @@ impl Simulation {
     /// Host `h`'s retransmission timer fired: every flow with unacknowledged data whose
     /// deadline passed goes back to its first unacknowledged byte.
     pub(super) fn rto_fired(&mut self, h: u32) {
+        // TCP's timer can move a host's deadline earlier (`tcp.rs`), leaving a later event
+        // behind; RoCE's never does, so this never skips one of its events.
+        if self.tcp.is_some() && self.hosts[h as usize].rto_at != self.now {
+            return;
+        }
         self.hosts[h as usize].rto_at = Time::MAX;
         let rto = self.cfg.nic.rto;
         let mut next = Time::MAX;
@@ -554,6 +562,9 @@ impl Simulation {
                 if self.host_side.is_some() {
                     let info = flow.info();
                     self.host_lb_timeout(h, info);
+                }
+                if self.tcp.is_some() {
+                    self.tcp_timeout(f); // TCP flows: backoff and loss recovery
                 }
             }
             next = next.min(self.flows[f as usize].rto_deadline);
@@ -619,6 +630,9 @@ impl Simulation {
 
     /// Receiver side of the transport: accept in order, NACK on a gap, re-ACK duplicates.
     pub(super) fn transport_receive(&mut self, h: u32, pkt: &Packet) {
+        if self.tcp.as_ref().is_some_and(|t| t.is_tcp(pkt.flow)) {
+            return self.tcp_receive(h, pkt);
+        }
         let now = self.now;
         let nic = &self.cfg.nic;
         let flow = &mut self.flows[pkt.flow as usize];
@@ -682,9 +696,11 @@ impl Simulation {
 
     /// Sender side: cumulative ACK, go-back-N on NACK, congestion notification.
     fn receive_ack(&mut self, h: u32, pkt: &Packet) {
+        if self.tcp.as_ref().is_some_and(|t| t.is_tcp(pkt.flow)) {
+            return self.tcp_receive_ack(h, pkt);
+        }
         let now = self.now;
         let f = pkt.flow;
-        let n_flows = self.flows.len() as u64;
         let flow = &mut self.flows[f as usize];
         if flow.finished.is_some() {
             return;
@@ -712,32 +728,7 @@ impl Simulation {
             }
         }
         if flow.snd_una >= flow.spec.size {
-            flow.finished = Some(now);
-            if self.host_side.is_some() {
-                let info = flow.info();
-                self.host_lb_flow_end(h, info);
-            }
-            let flow = &mut self.flows[f as usize];
-            self.flows_finished += 1;
-            self.all_finished = self.flows_finished == n_flows;
-            let host = &mut self.hosts[h as usize];
-            let i = host.active.iter().position(|&x| x == f).expect("active");
-            host.active.swap_remove(i);
-            if flow.in_sending {
-                flow.in_sending = false;
-                let i = host
-                    .sending
-                    .iter()
-                    .position(|x| x.flow == f)
-                    .expect("listed");
-                host.sending.remove(i);
-                if host.rr > i {
-                    host.rr -= 1;
-                }
-            }
-            if self.varys.is_some() {
-                self.varys_flow_end(f);
-            }
+            self.flow_finished(h, f);
             return;
         }
         if pkt.kind == PacketKind::Nack {
@@ -749,6 +740,63 @@ impl Simulation {
             self.arm_rto(f);
         }
         self.host_kick(h);
+    }
+
+    /// Flow `f` of host `h` has every byte acknowledged: it finishes now and leaves the
+    /// host's lists.
+    pub(super) fn flow_finished(&mut self, h: u32, f: u32) {
+        let n_flows = self.flows.len() as u64;
+        let flow = &mut self.flows[f as usize];
+        flow.finished = Some(self.now);
+        if self.host_side.is_some() {
+            let info = flow.info();
+            self.host_lb_flow_end(h, info);
+        }
+        let flow = &mut self.flows[f as usize];
+        self.flows_finished += 1;
+        self.all_finished = self.flows_finished == n_flows;
+        let host = &mut self.hosts[h as usize];
+        let i = host.active.iter().position(|&x| x == f).expect("active");
+        host.active.swap_remove(i);
+        if flow.in_sending {
+            let i = host
+                .sending
+                .iter()
+                .position(|x| x.flow == f)
+                .expect("listed");
+            self.unlist_sending(h, i);
+        }
+        if self.varys.is_some() {
+            self.varys_flow_end(f);
+        }
+    }
+
+    /// Takes the entry at position `i` off host `h`'s list of flows with data ready.
+    pub(super) fn unlist_sending(&mut self, h: u32, i: usize) {
+        let host = &mut self.hosts[h as usize];
+        let f = host.sending.remove(i).flow;
+        if host.rr > i {
+            host.rr -= 1;
+        }
+        self.flows[f as usize].in_sending = false;
+    }
+
+    /// Sets the pacing time of the entry at position `i` of host `h`'s sending list (and of
+    /// its flow).
+    pub(super) fn set_next_avail(&mut self, h: u32, i: usize, at: Time) {
+        let host = &mut self.hosts[h as usize];
+        self.flows[host.sending[i].flow as usize].next_avail = at;
+        host.sending[i].next_avail = at;
+    }
+
+    /// Host `h`'s retransmission timer fires at `at` at the latest (an earlier pending
+    /// event stays; a later one is superseded, see `rto_fired`).
+    pub(super) fn host_rto_by(&mut self, h: u32, at: Time) {
+        let host = &mut self.hosts[h as usize];
+        if at < host.rto_at {
+            host.rto_at = at;
+            self.events.schedule(at, Event::Rto(h));
+        }
     }
 
     pub(super) fn dcqcn_decrease(&mut self, f: u32) {

@@ -35,6 +35,9 @@ mod results;
 mod rlb_rtt_tests;
 mod setup;
 mod switch;
+mod tcp;
+#[cfg(test)]
+mod tcp_tests;
 #[cfg(test)]
 mod tests;
 mod varys;
@@ -50,7 +53,9 @@ pub use config::{CcConfig, FabricConfig};
 pub use events::StopRule;
 pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
-pub use switch::{EcnConfig, EcnRateOverride, LoopbackConfig, PfcConfig, SwitchConfig};
+pub use switch::{
+    EcnConfig, EcnRateOverride, EgressLimit, LoopbackConfig, PfcConfig, SwitchConfig,
+};
 pub use varys::{CoflowConfig, Scheduler};
 
 use events::Event;
@@ -113,6 +118,8 @@ pub struct Simulation {
     /// Out-of-order degrees of every out-of-order data arrival at a receiver.
     ood: OodHistogram,
     drops: u64,
+    /// Packets dropped by drop-tail egress limits (`switch.egress_limit`).
+    drops_egress: u64,
     lb_actions: Vec<LbAction>,
     /// Seed of the run (fault streams are derived from it when faults start).
     seed: u64,
@@ -130,6 +137,8 @@ pub struct Simulation {
     tag_coflows: bool,
     /// The coflow scheduler, with `[coflow] scheduler = "varys"` (`varys.rs`).
     varys: Option<Box<varys::Varys>>,
+    /// The TCP flows' state, if any flow uses TCP (`tcp.rs`).
+    tcp: Option<Box<tcp::Tcp>>,
 }
 
 impl Simulation {

@@ -37,7 +37,13 @@ impl Simulation {
     /// Turns the state into results.
     pub(super) fn finish(self, wall_seconds: f64) -> RunOutput {
         let now = self.now;
-        let flows: Vec<FlowRecord> = self.flows.iter().map(|f| f.record()).collect();
+        let mut flows: Vec<FlowRecord> = self.flows.iter().map(|f| f.record()).collect();
+        for f in &mut flows {
+            f.transport = "roce";
+        }
+        if let Some(tcp) = &self.tcp {
+            tcp.fill_records(&mut flows);
+        }
         let mut ports: Vec<PortRecord> = self
             .ports
             .iter()
@@ -98,15 +104,22 @@ impl Simulation {
             payload_dropped: self.payload_dropped,
             payload_discarded: self.payload_discarded,
             packets_dropped: self.drops
+                + self.drops_egress
                 + self.faults.drops.silent
                 + self.faults.drops.black_hole
                 + self.faults.drops.link_down
                 + self.faults.drops.no_route,
             drops_buffer: self.drops,
+            drops_egress: self.drops_egress,
             drops_silent: self.faults.drops.silent,
             drops_black_hole: self.faults.drops.black_hole,
             drops_link_down: self.faults.drops.link_down,
             drops_no_route: self.faults.drops.no_route,
+            loss_rate: if self.payload_sent > 0 {
+                self.payload_dropped as f64 / self.payload_sent as f64
+            } else {
+                0.0
+            },
             resequenced_packets: self.reseq.as_ref().map_or(0, |r| r.resequenced),
             reseq_flushed_packets: self.reseq.as_ref().map_or(0, |r| r.flushed),
             data_packets_delivered: self.data_packets_delivered,

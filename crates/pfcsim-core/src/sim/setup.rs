@@ -5,7 +5,7 @@
 use super::host::{ideal_fct, FlowState, Host};
 use super::switch::{Switch, SwitchConfig};
 use super::{
-    faults, hold, host_lb, reseq, varys, Event, FabricConfig, SetupError, Simulation, StopRule,
+    faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, SetupError, Simulation, StopRule,
 };
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::metrics::{OodHistogram, PortRecord};
@@ -135,7 +135,8 @@ impl Simulation {
             .map(|(i, f)| {
                 let dist = &to_host[host_index[f.dst as usize] as usize];
                 let path = representative_path(topo, &adj, dist, f.src, f.dst);
-                let ideal = ideal_fct(f.size, &path, &cfg.nic);
+                let wire = cfg.wire_of(cfg.transport_of(f.generator));
+                let ideal = ideal_fct(f.size, &path, &wire);
                 let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate;
                 FlowState::new(i as u32, f, ideal, line, &cfg.cc)
             })
@@ -167,6 +168,7 @@ impl Simulation {
             payload_dropped: 0,
             ood: OodHistogram::default(),
             drops: 0,
+            drops_egress: 0,
             lb_actions: Vec::new(),
             seed,
             faults: faults::FaultState::default(),
@@ -176,6 +178,7 @@ impl Simulation {
             monitors: None,
             tag_coflows: false,
             varys: None,
+            tcp: None,
         };
         let n_flows = sim.flows.len();
         let lb_caps = sim.cfg.lb.capabilities();
@@ -208,6 +211,7 @@ impl Simulation {
             )
             .map(Box::new);
         }
+        sim.tcp = tcp::Tcp::new(&sim.cfg, &sim.flows).map(Box::new);
         if let Some(rule) = sim.cfg.lb.scheme().resequencing() {
             sim.reseq = Some(Box::new(reseq::Resequencer::new(rule, n_flows)));
         }

@@ -6,7 +6,9 @@
 //! frames sent ahead of everything else on the link, a strict-priority control queue
 //! (configurable), round-robin among data priorities skipping paused ones, RED/ECN marking at
 //! dequeue on the egress queue length. Not modelled: switching latency inside the switch,
-//! cut-through forwarding, egress buffer limits, multicast, link-level errors.
+//! cut-through forwarding, multicast, link-level errors. With PFC off, a drop-tail limit per
+//! egress queue (`switch.egress_limit`, in packets or bytes) can drop data packets on arrival
+//! besides the shared buffer's admission.
 
 use super::setup::{build_mmu, ecn_rng, switch_rng};
 use super::{FabricConfig, SetupError, Simulation};
@@ -38,6 +40,22 @@ pub struct SwitchConfig {
     /// Give every switch a loopback link of this rate and delay, for schemes that recirculate
     /// packets (unset: none).
     pub loopback: Option<LoopbackConfig>,
+    /// Drop-tail limit of every egress queue (per port and data priority) of a lossy fabric,
+    /// `{ packets = N }` or `{ bytes = "..." }`: a data packet that would take its egress
+    /// queue past it is dropped on arrival (counted in the port's `egress_drops`). Unset: no
+    /// limit, only the shared buffer's admission drops. Needs `pfc.enabled = false`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress_limit: Option<EgressLimit>,
+}
+
+/// A drop-tail limit of an egress queue (`switch.egress_limit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum EgressLimit {
+    /// At most this many packets queued (the queue of ns-2/ns-3 drop-tail simulations).
+    Packets(u32),
+    /// At most this many bytes queued (wire bytes).
+    Bytes(Bytes),
 }
 
 impl Default for SwitchConfig {
@@ -48,6 +66,7 @@ impl Default for SwitchConfig {
             pfc: PfcConfig::default(),
             ecn: EcnConfig::default(),
             loopback: None,
+            egress_limit: None,
         }
     }
 }
@@ -168,6 +187,8 @@ pub(super) struct Switch {
     ecn_rng: Rng,
     /// The switch has drop rules from faults (`sim/faults.rs`): check arriving packets.
     pub(super) faulty: bool,
+    /// Drop-tail limit of its egress queues (`switch.egress_limit`).
+    egress_limit: Option<EgressLimit>,
 }
 
 impl Switch {
@@ -184,7 +205,7 @@ impl Switch {
         let neighbours = &adj[node as usize];
         let (routes, next_hops) = shortest_path_routes(node, neighbours, to_host, |_| false);
         let my_ports = &all_ports[ports.start as usize..ports.end as usize];
-        let mtu_wire = cfg.nic.mtu_wire_bytes();
+        let mtu_wire = cfg.max_data_wire_bytes();
         let mmu = build_mmu(&cfg.switch, my_ports, mtu_wire);
         let set_aside = mmu.set_aside();
         if cfg.switch.buffer.0 <= set_aside {
@@ -226,6 +247,7 @@ impl Switch {
             rng: switch_rng(seed, node),
             ecn_rng: ecn_rng(seed, node),
             faulty: false,
+            egress_limit: cfg.switch.egress_limit,
         })
     }
 }
@@ -504,6 +526,20 @@ impl Simulation {
         let wire = pkt.wire_bytes as u64;
         let mut pause = false;
         if prio != CONTROL_PRIO {
+            if let Some(limit) = sw.egress_limit {
+                let queue = &self.ports[out as usize].prio[prio as usize];
+                let full = match limit {
+                    EgressLimit::Packets(n) => queue.packets.len() >= n as usize,
+                    EgressLimit::Bytes(b) => queue.bytes + wire > b.0,
+                };
+                if full {
+                    self.ports[out as usize].rec.egress_drops += 1;
+                    self.drops_egress += 1;
+                    self.payload_dropped += pkt.payload as u64;
+                    self.arena.free(pid);
+                    return;
+                }
+            }
             match sw.mmu.arrive(in_local as usize, prio, wire) {
                 Admission::Drop => {
                     self.ports[out as usize].rec.drops += 1;

@@ -66,6 +66,9 @@ pub struct CoflowSpec {
     pub cross_tor_only: bool,
     #[serde(default = "super::default_priority")]
     pub priority: u8,
+    /// Transport of this entry's flows (unset: `[transport] kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::transport::TransportKind>,
 }
 
 /// When a coflow's flows start (see the module's documentation).

@@ -290,3 +290,22 @@ fn varys_without_coflows_is_refused() {
     assert!(spec_error(&text.replace("varys", "sebf"), "v.toml")
         .contains("coflow.scheduler: unknown variant `sebf`, expected `none` or `varys`"));
 }
+
+/// Varys paces RoCE senders: coflows sent over TCP are refused with it, naming the entry.
+#[test]
+fn varys_over_tcp_coflows_is_refused() {
+    let text = leaf_spine_spec(
+        1,
+        (2, 2, 2),
+        "[switch.pfc]\nenabled = false\n",
+        "[coflow]\nscheduler = \"varys\"\n[[traffic]]\nkind = \"scripted\"\ntransport = \"tcp\"\nflows = [{ src = 0, dst = 2, size = \"1KB\", coflow = 0 }]\n",
+    );
+    let spec = pfcsim_core::spec::Spec::from_toml(&text, "v.toml").unwrap();
+    let e = pfcsim_core::spec::Scenario::prepare(spec, std::path::Path::new("."))
+        .err()
+        .unwrap();
+    assert_eq!(
+        e.message,
+        "coflow.scheduler: Varys paces RoCE senders only, but traffic[0] sends its coflows over TCP; give that entry transport = \"roce\", or remove [coflow]"
+    );
+}

@@ -17,4 +17,5 @@ mod metrics;
 mod monitors;
 mod plb;
 mod rlb;
+mod tcp;
 mod testing;

@@ -1,0 +1,111 @@
+//! TCP loss recovery with chosen data packets dropped on arrival at the receiver (the test
+//! hook `Tcp::drop_data`): an isolated loss is repaired by fast retransmit, a lost tail by
+//! the retransmission timer with exponential backoff.
+
+use super::*;
+use crate::metrics::FlowRecord;
+use crate::topology::{LeafSpine, Topology};
+use crate::traffic::FlowSpec;
+use crate::transport::{TcpConfig, TransportConfig, TransportKind};
+use crate::units::Rate;
+
+const MSS: u64 = 1460;
+
+/// One TCP flow of `segments` full segments from host 0 to host 1 (10 Gbps, 1 us links,
+/// 2 leaves, 1 spine), run to the end with `drop` deciding which data packets are lost.
+fn run(segments: u64, drop: impl FnMut(&crate::packet::Packet) -> bool + 'static) -> RunOutput {
+    let topo = Topology::leaf_spine(&LeafSpine::uniform(
+        2,
+        1,
+        1,
+        Rate::gbps(10),
+        Time::from_us(1),
+    ));
+    let cfg = FabricConfig {
+        cc: CcConfig::None,
+        transport: TransportConfig {
+            kind: TransportKind::Tcp,
+            tcp: TcpConfig::default(),
+        },
+        ..Default::default()
+    };
+    let flow = FlowSpec {
+        src: 0,
+        dst: 1,
+        size: segments * MSS,
+        start: Time::ZERO,
+        priority: 3,
+        dport: 100,
+        source: "scripted",
+        generator: 0,
+        path_tag: 0,
+        coflow: None,
+    };
+    let stop = StopRule {
+        at: Time::from_ms(200),
+        when_flows_done: true,
+    };
+    let mut sim = Simulation::new(&topo, cfg, vec![flow], 1, stop).unwrap();
+    sim.tcp.as_mut().unwrap().drop_data = Some(Box::new(drop));
+    sim.run_to_end()
+}
+
+/// Drops the first `times` transmissions of the segment starting at byte `seq`.
+fn drop_segment(seq: u64, times: u32) -> impl FnMut(&crate::packet::Packet) -> bool {
+    let mut left = times;
+    move |p| {
+        let hit = p.seq == seq && left > 0;
+        left -= hit as u32;
+        hit
+    }
+}
+
+fn finished(out: &RunOutput) -> &FlowRecord {
+    assert_eq!(out.stats.flows_finished, 1);
+    assert_eq!(out.stats.bytes_delivered, out.flows[0].size_bytes);
+    &out.flows[0]
+}
+
+#[test]
+fn one_lost_segment_is_repaired_by_fast_retransmit() {
+    let out = run(300, drop_segment(100 * MSS, 1));
+    let f = finished(&out);
+    assert_eq!(out.stats.packets_dropped, 1);
+    assert_eq!(f.timeouts, 0, "no timeout");
+    assert_eq!(f.fast_retransmits, 1);
+    assert_eq!(
+        f.retransmitted_bytes, MSS,
+        "only the lost segment goes again"
+    );
+    assert!(f.dup_acks >= 3);
+    // The segments after the hole waited in the receiver's buffer, none was sent twice.
+    assert_eq!(f.packets_sent, 301);
+    assert!(out.stats.payload_discarded == 0);
+    // Repaired within a few round trips, far below the 10 ms minimum RTO.
+    let lossless = run(300, |_| false);
+    let extra = f.fct_ps.unwrap() - finished(&lossless).fct_ps.unwrap();
+    assert!(extra < Time::from_us(100).ps(), "loss cost {extra} ps");
+}
+
+#[test]
+fn a_lost_tail_is_repaired_by_the_timer_with_backoff() {
+    // The last segment is lost twice: no duplicate ACK can follow it, so the timer repairs
+    // it, after the RTO (rto_min, 10 ms) and then twice the RTO.
+    let n = 20;
+    let out = run(n, drop_segment((n - 1) * MSS, 2));
+    let f = finished(&out);
+    assert_eq!(out.stats.packets_dropped, 2);
+    assert_eq!((f.timeouts, f.fast_retransmits), (2, 0));
+    assert_eq!(f.retransmitted_bytes, 2 * MSS);
+    let lossless = run(n, |_| false);
+    let base = finished(&lossless).fct_ps.unwrap();
+    let rto = TcpConfig::default().rto_min.ps();
+    let fct = f.fct_ps.unwrap();
+    // The timer restarts at the ACK of the previous segment, shortly before the lost one
+    // would have been acknowledged; 3 RTOs later (1 + 2) the second retransmission leaves,
+    // and its ACK is back one round trip after.
+    assert!(
+        fct > base + 3 * rto && fct < base + 3 * rto + Time::from_us(50).ps(),
+        "fct {fct} ps, lossless {base} ps, rto {rto} ps"
+    );
+}
