@@ -212,6 +212,7 @@ impl Simulation {
     /// Sends the next segment of TCP flow `f`, at position `i` of host `h`'s sending list:
     /// a pending retransmission, or new data if the window allows; a flow that may send
     /// nothing leaves the list and the NIC looks for another.
+    #[inline(never)] // kept out of the RoCE paths that dispatch here
     pub(super) fn tcp_send(&mut self, h: u32, i: usize, f: u32) {
         let now = self.now;
         let tcp = self.tcp.as_mut().expect("a TCP run");
@@ -282,6 +283,7 @@ impl Simulation {
 
     /// Receiver side of TCP flow `pkt.flow` at host `h`: deliver or buffer the segment and
     /// acknowledge it with the next expected byte and its CE mark.
+    #[inline(never)] // kept out of the RoCE paths that dispatch here
     pub(super) fn tcp_receive(&mut self, h: u32, pkt: &Packet) {
         let f = pkt.flow as usize;
         let tcp = self.tcp.as_mut().expect("a TCP run");
@@ -351,6 +353,7 @@ impl Simulation {
     }
 
     /// Sender side of TCP flow `pkt.flow` at host `h`: an ACK arrived.
+    #[inline(never)] // kept out of the RoCE paths that dispatch here
     pub(super) fn tcp_receive_ack(&mut self, h: u32, pkt: &Packet) {
         let now = self.now;
         let f = pkt.flow;
@@ -479,6 +482,7 @@ impl Simulation {
     /// Flow `f`'s retransmission timer expired (called by `rto_fired`, which has counted the
     /// timeout and moved `snd_nxt` back to `snd_una`): if it is a TCP flow, back off, halve
     /// ssthresh, restart from one segment and rearm.
+    #[inline(never)] // kept out of the RoCE paths that dispatch here
     pub(super) fn tcp_timeout(&mut self, f: u32) {
         let now = self.now;
         let tcp = self.tcp.as_mut().expect("a TCP run");
