@@ -29,8 +29,8 @@ const SPEC: &str = r#"
 
 /// The `lb.meta` of the data packets each flow's NIC put on the wire, by flow (every packet of
 /// a flow carries the same value, or the test fails).
-fn metas(tag: bool) -> (BTreeMap<u32, u32>, Vec<Option<u32>>) {
-    let mut sim = rlb_sim(SPEC);
+fn metas(spec: &str, tag: bool) -> (BTreeMap<u32, u32>, Vec<Option<u32>>) {
+    let mut sim = rlb_sim(spec);
     sim.tag_coflows = tag;
     let mut seen = BTreeMap::new();
     while sim.step().is_some() {
@@ -50,13 +50,18 @@ fn metas(tag: bool) -> (BTreeMap<u32, u32>, Vec<Option<u32>>) {
 
 #[test]
 fn the_nic_tags_data_packets_with_their_coflow_only_when_asked() {
-    let (tagged, coflows) = metas(true);
-    assert_eq!(tagged.len(), 5);
-    // Flow ids follow start times (all at 0: spec order), coflows are numbered over the run.
-    assert_eq!(coflows, vec![None, Some(0), Some(0), Some(1), Some(1)]);
-    for (flow, meta) in &tagged {
-        assert_eq!(*meta, coflows[*flow as usize].map_or(0, |c| c + 1));
+    // The same over TCP (its own sender, lossy fabric): the tag is the NIC's, not RoCE's.
+    let tcp = format!("{SPEC}\n[transport]\nkind = \"tcp\"\n[switch.pfc]\nenabled = false\n");
+    for spec in [SPEC, tcp.as_str()] {
+        let (tagged, coflows) = metas(spec, true);
+        assert_eq!(tagged.len(), 5);
+        // Flow ids follow start times (all at 0: spec order), coflows are numbered over the
+        // run.
+        assert_eq!(coflows, vec![None, Some(0), Some(0), Some(1), Some(1)]);
+        for (flow, meta) in &tagged {
+            assert_eq!(*meta, coflows[*flow as usize].map_or(0, |c| c + 1));
+        }
+        let (untagged, _) = metas(spec, false);
+        assert!(untagged.values().all(|&m| m == 0), "{untagged:?}");
     }
-    let (untagged, _) = metas(false);
-    assert!(untagged.values().all(|&m| m == 0), "{untagged:?}");
 }

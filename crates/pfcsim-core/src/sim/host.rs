@@ -221,6 +221,43 @@ impl FlowState {
         self.last_nack
     }
 
+    /// The data packet of this flow carrying `payload` bytes from `seq`, sent at `now` with
+    /// `header` bytes of headers on path `path_tag` (and, with `coflow_tag`, its coflow in
+    /// `lb.meta`, [`crate::lb::Capabilities::coflow_tag`]); `pause_now` is the host port's
+    /// pause clock for the flow's priority: the packet carries the time the flow was held by
+    /// PFC at its own NIC since its last packet. Both transports send through it.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn data_packet(
+        &mut self,
+        seq: u64,
+        payload: u64,
+        header: u16,
+        path_tag: u32,
+        coflow_tag: bool,
+        now: Time,
+        pause_now: u64,
+    ) -> Packet {
+        let mut pkt = Packet::new(PacketKind::Data);
+        pkt.flow = self.id;
+        pkt.src = self.spec.src;
+        pkt.dst = self.spec.dst;
+        pkt.sport = self.sport;
+        pkt.dport = self.spec.dport;
+        pkt.priority = self.spec.priority;
+        pkt.lb.path_tag = path_tag;
+        if coflow_tag {
+            pkt.lb.meta = self.spec.coflow.map_or(0, |c| c + 1);
+        }
+        pkt.seq = seq;
+        pkt.payload = payload as u16;
+        pkt.wire_bytes = payload as u16 + header;
+        pkt.sent_at = now;
+        pkt.pfc_wait_ns = ((pause_now - self.pause_mark) / 1_000).min(u32::MAX as u64) as u32;
+        self.pause_mark = pause_now;
+        pkt
+    }
+
     /// What host-side schemes see of the flow.
     pub(super) fn info(&self) -> FlowInfo {
         FlowInfo {
@@ -469,24 +506,15 @@ impl Simulation {
         let flow = &mut self.flows[f as usize];
         let seq = flow.snd_nxt;
         let payload = payload_max.min(flow.spec.size - seq);
-        let mut pkt = Packet::new(PacketKind::Data);
-        pkt.flow = f;
-        pkt.src = flow.spec.src;
-        pkt.dst = flow.spec.dst;
-        pkt.sport = flow.sport;
-        pkt.dport = flow.spec.dport;
-        pkt.priority = flow.spec.priority;
-        pkt.lb.path_tag = path_tag;
-        if self.tag_coflows {
-            pkt.lb.meta = flow.spec.coflow.map_or(0, |c| c + 1);
-        }
-        pkt.seq = seq;
-        pkt.payload = payload as u16;
-        pkt.wire_bytes = payload as u16 + header;
-        pkt.sent_at = now;
-        // Time the QP was held by PFC at its own NIC since its last packet.
-        pkt.pfc_wait_ns = ((pause_now - flow.pause_mark) / 1_000).min(u32::MAX as u64) as u32;
-        flow.pause_mark = pause_now;
+        let pkt = flow.data_packet(
+            seq,
+            payload,
+            header,
+            path_tag,
+            self.tag_coflows,
+            now,
+            pause_now,
+        );
         flow.snd_nxt += payload;
         self.payload_sent += payload;
         if seq < flow.high_sent {

@@ -237,20 +237,15 @@ impl Simulation {
         let pause_now = self.ports[p as usize].pause_clock(prio, now);
         let flow = &mut self.flows[f as usize];
         let payload = mss.min(flow.spec.size - seq);
-        let mut pkt = Packet::new(PacketKind::Data);
-        pkt.flow = f;
-        pkt.src = flow.spec.src;
-        pkt.dst = flow.spec.dst;
-        pkt.sport = flow.sport;
-        pkt.dport = flow.spec.dport;
-        pkt.priority = prio;
-        pkt.lb.path_tag = path_tag;
-        pkt.seq = seq;
-        pkt.payload = payload as u16;
-        pkt.wire_bytes = payload as u16 + header;
-        pkt.sent_at = now;
-        pkt.pfc_wait_ns = ((pause_now - flow.pause_mark) / 1_000).min(u32::MAX as u64) as u32;
-        flow.pause_mark = pause_now;
+        let pkt = flow.data_packet(
+            seq,
+            payload,
+            header,
+            path_tag,
+            self.tag_coflows,
+            now,
+            pause_now,
+        );
         if seq == flow.snd_nxt {
             flow.snd_nxt += payload;
         }
