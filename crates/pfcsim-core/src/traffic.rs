@@ -279,20 +279,10 @@ impl TrafficSpec {
                     )));
                 }
                 if p.cross_tor_only {
-                    let tors: std::collections::BTreeSet<u32> = topo
-                        .hosts
-                        .iter()
-                        .map(|&h| topo.tor_of[h as usize])
-                        .collect();
-                    if tors.len() < 2 {
-                        return Err(TrafficError(format!(
-                            "{key}.cross_tor_only: every host is under one switch, so no flow can cross ToRs; set it to false"
-                        )));
-                    }
+                    check_cross_tor(topo, &key)?;
                 }
                 let per_second = p.load * capacity / (8.0 * cdf.mean());
                 let mean_gap_ps = 1e12 / per_second;
-                let hosts = &topo.hosts;
                 let end = p.start + p.duration;
                 let mut t = p.start.ps() as f64;
                 let mut flows = Vec::new();
@@ -303,14 +293,7 @@ impl TrafficSpec {
                     if t >= end.ps() as f64 {
                         break;
                     }
-                    let src = *hosts.choose(&mut rng).expect("at least two hosts");
-                    let dst = loop {
-                        let d = *hosts.choose(&mut rng).expect("at least two hosts");
-                        let same_tor = topo.tor_of[d as usize] == topo.tor_of[src as usize];
-                        if d != src && !(p.cross_tor_only && same_tor) {
-                            break d;
-                        }
-                    };
+                    let (src, dst) = random_pair(topo, p.cross_tor_only, &mut rng);
                     let size = cdf.sample(rng.gen());
                     flows.push(flow(src, dst, size, Time(t as u64), p.priority, "poisson"));
                 }
@@ -452,6 +435,39 @@ impl TrafficSpec {
                 Ok(flows)
             }
             TrafficSpec::Coflow(c) => c.generate(index, ctx, &mut rng),
+        }
+    }
+}
+
+/// Refuses `cross_tor_only` (of the entry at `key`) on a topology whose hosts all hang under
+/// one switch: no flow could cross ToRs.
+pub(crate) fn check_cross_tor(topo: &Topology, key: &str) -> Result<(), TrafficError> {
+    let tors: std::collections::BTreeSet<u32> = topo
+        .hosts
+        .iter()
+        .map(|&h| topo.tor_of[h as usize])
+        .collect();
+    if tors.len() < 2 {
+        return Err(TrafficError(format!(
+            "{key}.cross_tor_only: every host is under one switch, so no flow can cross ToRs; set it to false"
+        )));
+    }
+    Ok(())
+}
+
+/// A random source and a random other destination among the hosts, under another ToR with
+/// `cross_tor_only` (checked possible by [`check_cross_tor`]).
+pub(crate) fn random_pair<R: Rng>(
+    topo: &Topology,
+    cross_tor_only: bool,
+    rng: &mut R,
+) -> (u32, u32) {
+    let src = *topo.hosts.choose(rng).expect("at least two hosts");
+    loop {
+        let dst = *topo.hosts.choose(rng).expect("at least two hosts");
+        let same_tor = topo.tor_of[dst as usize] == topo.tor_of[src as usize];
+        if dst != src && !(cross_tor_only && same_tor) {
+            return (src, dst);
         }
     }
 }

@@ -33,7 +33,6 @@ use super::{FlowSpec, TrafficContext, TrafficError};
 use crate::check::check_range;
 use crate::topology::Topology;
 use crate::units::{Bytes, Time};
-use rand::seq::SliceRandom;
 use rand::Rng;
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -347,16 +346,7 @@ impl CoflowSpec {
             }
         }
         if self.cross_tor_only {
-            let tors: std::collections::BTreeSet<u32> = topo
-                .hosts
-                .iter()
-                .map(|&h| topo.tor_of[h as usize])
-                .collect();
-            if tors.len() < 2 {
-                return Err(e(format!(
-                    "{key}.cross_tor_only: every host is under one switch, so no flow can cross ToRs; set it to false"
-                )));
-            }
+            super::check_cross_tor(topo, key)?;
         }
         if topo.hosts.len() < 2 {
             return Err(e(format!(
@@ -404,14 +394,7 @@ impl CoflowSpec {
                 if k > 0 && self.arrival == Arrival::PoissonFlow {
                     t += exp_gap(rng);
                 }
-                let src = *topo.hosts.choose(rng).expect("at least two hosts");
-                let dst = loop {
-                    let d = *topo.hosts.choose(rng).expect("at least two hosts");
-                    let same_tor = topo.tor_of[d as usize] == topo.tor_of[src as usize];
-                    if d != src && !(self.cross_tor_only && same_tor) {
-                        break d;
-                    }
-                };
+                let (src, dst) = super::random_pair(topo, self.cross_tor_only, rng);
                 let size = match &self.size {
                     CoflowSize::Fixed(b) => b.0,
                     CoflowSize::Dist(SizeDist::Uniform { min, max }) => {
