@@ -36,7 +36,8 @@ pub enum PacketKind {
     /// data priority like data, never shown to a switch's scheme.
     Probe,
     /// The destination host's answer to a probe, routed like an ACK; it echoes the probe's
-    /// path tag, `meta`, CE mark and send time.
+    /// path tag, `meta`, CE mark and send time, and carries in `seq` the time (ps) the probe
+    /// reached the destination.
     ProbeReply,
 }
 

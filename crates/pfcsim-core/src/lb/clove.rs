@@ -292,7 +292,7 @@ impl HostScheme for Clove {
     }
 
     #[inline]
-    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, _seq: u64) -> u32 {
+    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, _seq: u64, _payload: u32) -> u32 {
         let paths = ctx.fabric.paths(flow.src, flow.dst);
         let f = self.flowlets[flow.id as usize];
         let path = if !f.started || ctx.now.saturating_sub(f.last) >= self.timeout {
@@ -432,7 +432,7 @@ mod tests {
             let mut c = clove(cfg, &mut host);
             c.on_ack(&mut host.ctx(0), &flow, &echo(1, true));
             // A later flowlet's choice applies the relaxation up to its time.
-            c.path_tag(&mut host.ctx(100_000), &flow, 0);
+            c.path_tag(&mut host.ctx(100_000), &flow, 0, 1000);
             c.weights(0, 1).to_vec()
         };
         // Public code: the cut stays.
@@ -450,7 +450,7 @@ mod tests {
     fn tags(c: &mut Clove, host: &mut TestHost, flow: &FlowInfo, times: &[u64]) -> Vec<u32> {
         times
             .iter()
-            .map(|&t| c.path_tag(&mut host.ctx(t), flow, 0))
+            .map(|&t| c.path_tag(&mut host.ctx(t), flow, 0, 1000))
             .collect()
     }
 

@@ -186,6 +186,9 @@ pub struct ProbeEcho {
     pub ce: bool,
     /// Now minus the probe's send time.
     pub rtt: Time,
+    /// The probe's arrival at `to_host` minus its send time: the one-way delay of its path
+    /// (the reply's way back, ECMP-routed, left out; host clocks are exact in the model).
+    pub one_way: Time,
     /// The scheme's word, as sent.
     pub meta: u32,
 }
@@ -218,8 +221,8 @@ pub struct HostCtx<'a> {
 /// The host-side part of a scheme: one instance serves every host of the run. Only
 /// `path_tag` is required; every other hook does nothing by default.
 pub trait HostScheme: Any + std::fmt::Debug {
-    /// The path tag of the data packet of `flow` carrying bytes from `seq` on.
-    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32;
+    /// The path tag of the data packet of `flow` carrying `payload` bytes from `seq` on.
+    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64, payload: u32) -> u32;
 
     /// Called once per host at time zero (periodic work starts here).
     fn on_start(&mut self, ctx: &mut HostCtx) {

@@ -140,7 +140,7 @@ impl HostScheme for Presto {
     }
 
     #[inline]
-    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
+    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64, _payload: u32) -> u32 {
         let paths = ctx.fabric.paths(flow.src, flow.dst);
         let cell = seq / self.flowcell;
         let start = self.start[flow.id as usize] as u64;
@@ -161,7 +161,7 @@ mod tests {
         let flow = TestHost::flow(0, 1_000_000);
         presto.on_flow_start(&mut host.ctx(0), &flow);
         let tag = |presto: &mut Presto, host: &mut TestHost, seq| {
-            presto.path_tag(&mut host.ctx(0), &flow, seq)
+            presto.path_tag(&mut host.ctx(0), &flow, seq, 1000)
         };
         let first = tag(&mut presto, &mut host, 0);
         // Every packet of a flowcell shares its path ...
@@ -185,7 +185,7 @@ mod tests {
         for id in 0..64 {
             let flow = TestHost::flow(id, 100_000);
             presto.on_flow_start(&mut host.ctx(0), &flow);
-            seen.insert(presto.path_tag(&mut host.ctx(0), &flow, 0));
+            seen.insert(presto.path_tag(&mut host.ctx(0), &flow, 0, 1000));
         }
         assert_eq!(seen.len(), 8, "random first paths cover all 8: {seen:?}");
     }

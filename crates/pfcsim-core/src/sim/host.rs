@@ -499,7 +499,8 @@ impl Simulation {
             0 if self.host_side.is_some() => {
                 let flow = &self.flows[f as usize];
                 let (info, seq) = (flow.info(), flow.snd_nxt);
-                self.host_lb_path_tag(h, info, seq)
+                let payload = payload_max.min(flow.spec.size - seq);
+                self.host_lb_path_tag(h, info, seq, payload as u32)
             }
             pinned => pinned,
         };

@@ -253,11 +253,18 @@ impl Simulation {
         self.with_host_lb(h, |lb, ctx| lb.on_ack(ctx, &flow, &echo));
     }
 
-    /// The path tag host `h`'s scheme gives the data packet of `flow` starting at byte `seq`.
+    /// The path tag host `h`'s scheme gives the data packet of `flow` carrying `payload` bytes
+    /// from byte `seq` on.
     #[inline]
-    pub(super) fn host_lb_path_tag(&mut self, h: u32, flow: FlowInfo, seq: u64) -> u32 {
+    pub(super) fn host_lb_path_tag(
+        &mut self,
+        h: u32,
+        flow: FlowInfo,
+        seq: u64,
+        payload: u32,
+    ) -> u32 {
         let mut tag = 0;
-        self.with_host_lb(h, |lb, ctx| tag = lb.path_tag(ctx, &flow, seq));
+        self.with_host_lb(h, |lb, ctx| tag = lb.path_tag(ctx, &flow, seq, payload));
         tag
     }
 
@@ -283,6 +290,8 @@ impl Simulation {
         let mut reply = reply_to(probe, PacketKind::ProbeReply, self.cfg.nic.control_bytes);
         reply.lb = probe.lb;
         reply.ce = probe.ce;
+        // The time the probe arrived, for its one-way delay.
+        reply.seq = self.now.ps();
         self.host_enqueue(h, CONTROL_PRIO, reply);
     }
 
@@ -293,6 +302,7 @@ impl Simulation {
             path_tag: reply.lb.path_tag,
             ce: reply.ce,
             rtt: self.now.saturating_sub(reply.sent_at),
+            one_way: Time(reply.seq).saturating_sub(reply.sent_at),
             meta: reply.lb.meta,
         };
         self.with_host_lb(h, |lb, ctx| lb.on_probe_reply(ctx, &echo));

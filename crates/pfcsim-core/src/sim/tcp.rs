@@ -229,7 +229,8 @@ impl Simulation {
         let path_tag = match flow.spec.path_tag {
             0 if self.host_side.is_some() => {
                 let info = flow.info();
-                self.host_lb_path_tag(h, info, seq)
+                let payload = mss.min(flow.spec.size - seq);
+                self.host_lb_path_tag(h, info, seq, payload as u32)
             }
             pinned => pinned,
         };

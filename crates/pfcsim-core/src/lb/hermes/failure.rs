@@ -81,7 +81,7 @@ mod tests {
         let mut h = hermes(&host, &cfg, 4);
         let f = flow(0, 0);
         h.on_flow_start(&mut host.ctx(0), &f);
-        let first = h.path_tag(&mut host.ctx(0), &f, 0);
+        let first = h.path_tag(&mut host.ctx(0), &f, 0, 1000);
         let i = (first - 1) as u16;
         let f = FlowInfo {
             snd_una: 0,
@@ -90,7 +90,7 @@ mod tests {
         };
         h.on_timeout(&mut host.ctx(4_000 * US), &f);
         assert_eq!(h.class(0, 1, i, Time::from_ns(4_000 * US)), PathClass::Bad);
-        let second = h.path_tag(&mut host.ctx(4_000 * US), &f, 0);
+        let second = h.path_tag(&mut host.ctx(4_000 * US), &f, 0, 1000);
         assert_ne!(second, first, "a timeout moves the flow at once");
         // A second timeout on the same path (another flow) fails it.
         let g = flow(1, 0);
@@ -111,7 +111,7 @@ mod tests {
         for id in 2..4 {
             let f = flow(id, 0);
             h.on_flow_start(&mut host.ctx(4_003 * US), &f);
-            assert_ne!(h.path_tag(&mut host.ctx(4_003 * US), &f, 0), first);
+            assert_ne!(h.path_tag(&mut host.ctx(4_003 * US), &f, 0, 1000), first);
         }
         // Failure lasts `fail_hold`, then the path is tried again (not sticky).
         let later = Time::from_ns(4_002 * US) + cfg.fail_hold;
@@ -142,13 +142,13 @@ mod tests {
         let mut h = hermes(&host, &HermesConfig::default(), 1);
         let f = flow(0, 0);
         h.on_flow_start(&mut host.ctx(0), &f);
-        let first = h.path_tag(&mut host.ctx(0), &f, 0);
+        let first = h.path_tag(&mut host.ctx(0), &f, 0, 1000);
         for k in 1..100 {
-            h.path_tag(&mut host.ctx(k), &flow(0, k * 1000), k * 1000);
+            h.path_tag(&mut host.ctx(k), &flow(0, k * 1000), k * 1000, 1000);
         }
         let sent = flow(0, 100_000);
         h.on_timeout(&mut host.ctx(4_000 * US), &FlowInfo { snd_una: 0, ..sent });
-        let second = h.path_tag(&mut host.ctx(4_000 * US), &sent, 100_000);
+        let second = h.path_tag(&mut host.ctx(4_000 * US), &sent, 100_000, 1000);
         assert_ne!(first, second);
         (h, host, (first - 1) as u16, (second - 1) as u16)
     }
@@ -164,7 +164,7 @@ mod tests {
         // discarded meanwhile leave holes above the move too, still within the window.
         for k in 0..50 {
             let seq = 40_000 + k * 1000;
-            h.path_tag(&mut host.ctx(t + 30 * US + k), &flow(0, 100_000), seq);
+            h.path_tag(&mut host.ctx(t + 30 * US + k), &flow(0, 100_000), seq, 1000);
         }
         for (k, una) in [100_000, 110_000, 120_000, 130_000].into_iter().enumerate() {
             nack(&mut h, &mut host, t + 100 * US + k as u64, una, tag_j);

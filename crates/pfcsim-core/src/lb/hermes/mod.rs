@@ -200,7 +200,7 @@ impl HostScheme for Hermes {
     }
 
     #[inline]
-    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64) -> u32 {
+    fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64, _payload: u32) -> u32 {
         self.steer(ctx, flow, seq)
     }
 

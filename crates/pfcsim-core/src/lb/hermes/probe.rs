@@ -293,6 +293,7 @@ mod tests {
                     path_tag: tag,
                     ce: false,
                     rtt: Time::from_us(9),
+                    one_way: Time::from_us(4),
                     meta,
                 };
                 h.on_probe_reply(&mut host.ctx(phase + 150 * US), &echo);

@@ -284,7 +284,7 @@ mod tests {
         for id in 0..4 {
             let f = flow(id, 0);
             h.on_flow_start(&mut host.ctx(400), &f);
-            tags.push(h.path_tag(&mut host.ctx(400), &f, 0));
+            tags.push(h.path_tag(&mut host.ctx(400), &f, 0, 1000));
         }
         assert!(tags.iter().all(|&t| t == 3 || t == 4), "{tags:?}");
         assert_eq!(tags.iter().filter(|&&t| t == 3).count(), 2, "{tags:?}");
@@ -293,7 +293,7 @@ mod tests {
         probe_replies(&mut h, &mut host, 600, 4, 40, true, 20);
         let f = flow(4, 0);
         h.on_flow_start(&mut host.ctx(700), &f);
-        assert_eq!(h.path_tag(&mut host.ctx(700), &f, 0), 2);
+        assert_eq!(h.path_tag(&mut host.ctx(700), &f, 0, 1000), 2);
     }
 
     /// Flow 0 on path 1 (the only good path at its start); then path 1 turns bad and path 2
@@ -307,7 +307,7 @@ mod tests {
         }
         let f = flow(0, 0);
         h.on_flow_start(&mut host.ctx(100), &f);
-        assert_eq!(h.path_tag(&mut host.ctx(100), &f, 0), 1);
+        assert_eq!(h.path_tag(&mut host.ctx(100), &f, 0, 1000), 1);
         // 2 ms later (older samples expired): path 1 is bad, path 2 good, 3 and 4 unknown.
         let t = 2_000 * US;
         let f = flow(0, sent);
@@ -319,7 +319,7 @@ mod tests {
         ack(&mut h, &mut host, t + 25 * US, &f, 1, 30, true, acked);
         ack(&mut h, &mut host, t + 50 * US, &f, 1, 30, true, 0); // closes the window
         assert_eq!(h.class(0, 1, 0, Time::from_ns(t + 50 * US)), PathClass::Bad);
-        h.path_tag(&mut host.ctx(t + 50 * US), &f, sent)
+        h.path_tag(&mut host.ctx(t + 50 * US), &f, sent, 1000)
     }
 
     #[test]
@@ -382,7 +382,7 @@ mod tests {
                 h.class(0, 1, 1, Time::from_ns(t + 50 * US)),
                 PathClass::Gray
             );
-            h.path_tag(&mut host.ctx(t + 50 * US), &f, 1_000_000)
+            h.path_tag(&mut host.ctx(t + 50 * US), &f, 1_000_000, 1000)
         };
         assert_eq!(run(12), 2, "18 us faster than the bad path (Δ 10 us)");
         assert_eq!(run(21), 1, "9 us faster: not worth it");
@@ -395,7 +395,7 @@ mod tests {
         let mut h = hermes(&host, &cfg, 2);
         let f = flow(0, 0);
         h.on_flow_start(&mut host.ctx(0), &f);
-        let first = h.path_tag(&mut host.ctx(0), &f, 0);
+        let first = h.path_tag(&mut host.ctx(0), &f, 0, 1000);
         // Every path has failed: the flow stays where it is rather than hopping between
         // failed paths packet by packet.
         let until = Time::from_ms(5);
@@ -404,18 +404,18 @@ mod tests {
             h.stats[e].failed_until = until;
         }
         for k in 1..20 {
-            let tag = h.path_tag(&mut host.ctx(k * US), &flow(0, k * 1000), k * 1000);
+            let tag = h.path_tag(&mut host.ctx(k * US), &flow(0, k * 1000), k * 1000, 1000);
             assert_eq!(tag, first, "packet {k}");
         }
         // A new flow still gets a path.
         let g = flow(1, 0);
         h.on_flow_start(&mut host.ctx(30 * US), &g);
-        assert!((1..=4).contains(&h.path_tag(&mut host.ctx(30 * US), &g, 0)));
+        assert!((1..=4).contains(&h.path_tag(&mut host.ctx(30 * US), &g, 0, 1000)));
         // One path back: the flow moves there at once.
         let back = (first % 4) as u16; // index of the next path
         let e = h.entry(0, 1, back);
         h.stats[e].failed_until = Time::ZERO;
-        let tag = h.path_tag(&mut host.ctx(40 * US), &flow(0, 20_000), 20_000);
+        let tag = h.path_tag(&mut host.ctx(40 * US), &flow(0, 20_000), 20_000, 1000);
         assert_eq!(tag, back as u32 + 1);
     }
 }

@@ -28,6 +28,7 @@ pub(super) fn probe_replies(
             path_tag: tag,
             ce,
             rtt: Time::from_us(rtt_us),
+            one_way: Time::from_us(rtt_us / 2),
             meta: 0,
         };
         h.on_probe_reply(&mut host.ctx(t_ns + k as u64), &echo);
