@@ -50,6 +50,8 @@ PORT_TOTALS = {
     "ecn_marks": "sum(ecn_marks)",
     "port_drops": "sum(drops)",
     "lb_messages": "sum(lb_messages_sent)",
+    # The largest occupancy any egress reached (all its priorities together).
+    "peak_queue_bytes": "max(peak_queue_bytes)",
     # Reorder queues (schemes that hold packets at the destination ToR): the most any egress
     # had in use at once, and the largest time average of an egress.
     "reorder_queues_max": "max(reorder_queues_max)",
@@ -368,10 +370,28 @@ def _run_row(folder: Path) -> dict[str, Any]:
     row.update(stats)
     row["sim_time_ms"] = stats["end_ps"] / 1e9
     row.update({k: v for k, v in overall.items() if k not in ("bucket", "flows", "finished")})
+    row.update(_edge_buckets(summary))
     flat = _flatten(spec)
     row.update(flat)
     row[_SPEC_KEYS] = list(flat)
     return row
+
+
+def _edge_buckets(summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """`small_*` and `large_*`: flows, FCT mean and p99 of the edge flow-size buckets.
+
+    Small is the first bucket (below `run.size_buckets[0]`), large the last (at or above the
+    last bound); nothing without bounds.
+    """
+    buckets = [s for s in summary if s["bucket"] != "all"]
+    if len(buckets) < 2:
+        return {}
+    out: dict[str, Any] = {}
+    for name, bucket in (("small", buckets[0]), ("large", buckets[-1])):
+        out[f"{name}_flows"] = bucket["flows"]
+        for stat in ("fct_avg_us", "fct_p99_us"):
+            out[f"{name}_{stat}"] = bucket[stat]
+    return out
 
 
 #: A private entry of a row from `_run_row`: the key paths of its spec fields, in order.

@@ -337,6 +337,20 @@ def test_duckdb_tables_match_the_parquet_files(store: pfcsim.Store) -> None:
         spec = tomllib.loads((folder / "spec.toml").read_text())
         assert run["lb.scheme"] == run["scheme"] == spec["lb"]["scheme"]
         assert run["traffic[0].load"] == run["load"] == spec["traffic"][0]["load"]
+        # The edge buckets: below the first size bound and at or above the last one.
+        bounds = [10_000, 10_000_000]  # the default run.size_buckets' first and last
+        for name, sizes in (
+            ("small", flows[flows["size_bytes"] < bounds[0]]),
+            ("large", flows[flows["size_bytes"] >= bounds[1]]),
+        ):
+            assert run[f"{name}_flows"] == len(sizes), name
+            done = sizes["fct_us"].dropna()
+            if done.empty:
+                assert pd.isna(run[f"{name}_fct_avg_us"]), name
+            else:
+                assert run[f"{name}_fct_avg_us"] == pytest.approx(done.mean()), name
+        ports = pq.read_table(folder / "ports.parquet").to_pandas()
+        assert run["peak_queue_bytes"] == ports["peak_queue_bytes"].max()
 
 
 def test_incast_completion_times_come_from_the_last_flow_of_each_incast(

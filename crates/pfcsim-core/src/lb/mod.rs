@@ -57,6 +57,7 @@ pub mod drb;
 pub mod dre;
 pub mod drill;
 pub mod ecmp;
+pub mod flb;
 pub mod hermes;
 pub mod host;
 pub mod hula;
@@ -95,6 +96,7 @@ pub use conweave::{ConWeave, ConWeaveConfig};
 pub use drb::{Drb, DrbConfig, DrbOrder};
 pub use drill::{Drill, DrillConfig, DrillQueue};
 pub use ecmp::{Ecmp, EcmpConfig};
+pub use flb::{Flb, FlbConfig};
 pub use hermes::{Hermes, HermesConfig};
 pub use hula::{Hula, HulaConfig};
 pub use lbodsn::{Lbodsn, LbodsnConfig};
@@ -587,6 +589,8 @@ schemes! {
         "host-side: flowlets on paths drawn by weight; a path's weight is cut by a third on an ECN echo, spread over the others (or uniform: edge_flowlet)";
     "clb" => Clb(ClbConfig),
         "per packet, the egress least likely to pause soon: classes from the queue's size against Q_thr and its growth (A-D), the least queue or growth within the best class, ties to the port that carried least of the packet's coflow";
+    "flb" => Flb(FlbConfig),
+        "host-side: flowlets from an aging table, cut short when a flow bursts; a new flowlet takes the least-delay probed path that is not congested and cannot overtake the flow's packets in flight";
     #[cfg(test)]
     "probe" => Probe(probe::ProbeConfig),
         "test-only scheme exercising recirculation, timers and scheme messages";

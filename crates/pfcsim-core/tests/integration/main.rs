@@ -9,6 +9,7 @@ mod coflows;
 mod conweave;
 mod fabric;
 mod faults;
+mod flb;
 mod golden;
 mod hermes;
 mod host_schemes;

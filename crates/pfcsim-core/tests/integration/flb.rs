@@ -1,0 +1,91 @@
+//! FLB end to end on the fabric of the FLB paper's Fig. 6 (`experiments/flb/fig6-setting.toml`:
+//! 8 leaves, 4 spines, spine 3's links 150 µs and the others 50 µs each way, lossy TCP with a
+//! 250-packet drop-tail limit; two 50 MB flows and four 1 MB bursts). Each test fails if the
+//! mechanism it names is removed: the reorder filter, the burst cut-over. Whether FLB beats
+//! LetFlow there depends on the seed (docs/flb-fig6-8.md); no test pretends it does.
+
+use crate::testing::{self, sum_flows};
+use pfcsim_core::sim::RunOutput;
+
+const FIG6: &str = include_str!("../../../../experiments/flb/fig6-setting.toml");
+
+/// The Fig. 6 setting with `lb` as its `[lb]` table's body.
+fn fig6(lb: &str) -> String {
+    FIG6.replace("scheme = \"flb\"", lb)
+}
+
+fn run(text: &str) -> RunOutput {
+    let out = testing::run_text(text, "fig6.toml");
+    testing::assert_complete(&out);
+    out
+}
+
+/// The Fig. 6 fabric with one 1.4 MB flow alone, sent at line rate from its first packet (an
+/// initial window above its size).
+fn alone(lb: &str, seed: u64) -> RunOutput {
+    let text = fig6(lb)
+        .replace("seed = 1", &format!("seed = {seed}"))
+        .replace(
+            "kind = \"tcp\"\n",
+            "kind = \"tcp\"\n\n[transport.tcp]\ninit_cwnd = 1000\n",
+        );
+    let start = text.find("[[traffic]]").expect("a traffic table");
+    let text = format!(
+        "{}[[traffic]]\nkind = \"scripted\"\nflows = [{{ src = 1, dst = 15, size = \"1400KB\" }}]\n",
+        &text[..start]
+    );
+    run(&text)
+}
+
+#[test]
+fn without_the_reorder_filter_flb_makes_spurious_fast_retransmits() {
+    // Alone, the flow loses nothing; its cut-overs move it between a 100 µs and a 300 µs
+    // path. With the filter it never moves to a path that overtakes its packets in flight.
+    let fast_retransmits = |out: &RunOutput| sum_flows(out, |f| f.fast_retransmits as u64);
+    let (mut with, mut without) = (0, 0);
+    for seed in 1..=4 {
+        let a = alone("scheme = \"flb\"", seed);
+        let b = alone("scheme = \"flb\"\nreorder_filter = false", seed);
+        assert_eq!(a.stats.packets_dropped + b.stats.packets_dropped, 0);
+        assert!(a.stats.scheme_counters["flb.refused_by_reorder_filter"] > 0);
+        assert_eq!(b.stats.scheme_counters["flb.refused_by_reorder_filter"], 0);
+        with += fast_retransmits(&a);
+        without += fast_retransmits(&b);
+    }
+    assert_eq!(with, 0);
+    assert!(without > 100, "{without}");
+}
+
+#[test]
+fn losses_under_flb_are_repaired() {
+    // Seed 2 puts both 50 MB flows' flowlets on one path: drop-tail losses, repaired by TCP.
+    let out = run(&fig6("scheme = \"flb\"").replace("seed = 1", "seed = 2"));
+    assert!(out.stats.packets_dropped > 0);
+    assert!(sum_flows(&out, |f| f.fast_retransmits as u64) > 0);
+    assert_eq!(out.stats.bytes_delivered, out.stats.bytes_offered);
+}
+
+#[test]
+fn without_the_cut_over_a_line_rate_burst_stays_on_one_path() {
+    // No gap, no congestion: only the cut-over starts new flowlets.
+    let with = alone("scheme = \"flb\"", 1);
+    let without = alone("scheme = \"flb\"\ncut_over = false", 1);
+    assert_eq!(without.flows[0].paths_used, 1);
+    assert_eq!(without.stats.scheme_counters["flb.choices_burst"], 0);
+    assert!(with.stats.scheme_counters["flb.choices_burst"] > 10);
+    assert!(
+        with.flows[0].paths_used >= 2,
+        "{}",
+        with.flows[0].paths_used
+    );
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let text = fig6("scheme = \"flb\"");
+    let a = run(&text);
+    let b = run(&text);
+    assert_eq!(a.stats.fingerprint, b.stats.fingerprint);
+    let other = run(&text.replace("seed = 1", "seed = 2"));
+    assert_ne!(a.stats.fingerprint, other.stats.fingerprint);
+}
