@@ -244,6 +244,7 @@ def test_schemes_list_their_defaults() -> None:
         "lbodsn",
         "clove",
         "clb",
+        "flb",
     }
     assert schemes["ecmp"]["defaults"] == {"salt": 0}
     assert schemes["rps"]["defaults"] == {}
