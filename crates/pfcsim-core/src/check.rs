@@ -39,6 +39,22 @@ where
     })
 }
 
+/// Checks that the time of the spec key `key` is above zero (`T` is the time type; its
+/// default is zero, which keeps this module below `units`); the message names the key and gives
+/// `example` (e.g. `"100us"`) as a valid value.
+pub fn check_positive_time<T: PartialEq + Default>(
+    key: &str,
+    value: T,
+    example: &str,
+) -> Result<(), String> {
+    if value == T::default() {
+        return Err(format!(
+            "{key}: must be above 0; give a time such as \"{example}\" (valid: > 0s)"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::check_range;

@@ -32,7 +32,7 @@
 
 use super::host::{AckEcho, FlowInfo, HostCtx, HostFabric, HostScheme};
 use super::{Capabilities, LbFabric, SchemeConfig, SwitchScheme};
-use crate::check::check_range;
+use crate::check::{check_positive_time, check_range};
 use crate::units::Time;
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -85,12 +85,7 @@ impl Default for CloveConfig {
 impl SchemeConfig for CloveConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
     fn validate(&self) -> Result<(), String> {
-        if self.flowlet_timeout == Time::ZERO {
-            return Err(
-                "lb.flowlet_timeout: must be above 0; give a time such as \"50us\" (valid: > 0s)"
-                    .into(),
-            );
-        }
+        check_positive_time("lb.flowlet_timeout", self.flowlet_timeout, "50us")?;
         check_range(
             "lb.weight_cut",
             self.weight_cut,

@@ -32,7 +32,7 @@ use super::dre::PortDres;
 use super::{
     flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
 };
-use crate::check::check_range;
+use crate::check::{check_positive_time, check_range};
 use crate::engine::mix64;
 use crate::packet::{Packet, PacketKind};
 use crate::units::Time;
@@ -96,11 +96,7 @@ impl SchemeConfig for CongaConfig {
             ("flowlet_timeout", self.flowlet_timeout, "100us"),
             ("aging", self.aging, "500us"),
         ] {
-            if t == Time::ZERO {
-                return Err(format!(
-                    "lb.{key}: must be above 0; give a time such as \"{example}\" (valid: > 0s)"
-                ));
-            }
+            check_positive_time(&format!("lb.{key}"), t, example)?;
         }
         let unit = (Excluded(0.0), Included(1.0));
         check_range("lb.alpha", self.alpha, unit, "(CONGA default 0.2)")?;

@@ -29,7 +29,7 @@
 use super::{
     flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
 };
-use crate::check::check_range;
+use crate::check::{check_positive_time, check_range};
 use crate::engine::mix64;
 use crate::packet::{LbHeader, Packet, PacketKind};
 use crate::units::Time;
@@ -82,11 +82,7 @@ impl SchemeConfig for HulaConfig {
             ("keepalive", self.keepalive, "30us"),
             ("flowlet_timeout", self.flowlet_timeout, "100us"),
         ] {
-            if t == Time::ZERO {
-                return Err(format!(
-                    "lb.{key}: must be above 0; give a time such as \"{example}\" (valid: > 0s)"
-                ));
-            }
+            check_positive_time(&format!("lb.{key}"), t, example)?;
         }
         super::check_table_size(self.table_size)
     }

@@ -16,6 +16,7 @@
 //! with the gap since the last packet *of the entry*, which every packet refreshes.
 
 use super::{flow_hash, Capabilities, LbCtx, LbFabric, SchemeConfig, SwitchScheme};
+use crate::check::check_positive_time;
 use crate::engine::mix64;
 use crate::packet::Packet;
 use crate::units::Time;
@@ -68,12 +69,7 @@ impl Default for LetFlowConfig {
 impl SchemeConfig for LetFlowConfig {
     /// Checks the values; the message names the key under `[lb]` and the valid range.
     fn validate(&self) -> Result<(), String> {
-        if self.flowlet_timeout == Time::ZERO {
-            return Err(
-                "lb.flowlet_timeout: must be above 0; give a time such as \"100us\" (valid: > 0s)"
-                    .into(),
-            );
-        }
+        check_positive_time("lb.flowlet_timeout", self.flowlet_timeout, "100us")?;
         super::check_table_size(self.table_size)
     }
 

@@ -42,6 +42,7 @@
 
 use super::host::{switch_side, FlowInfo, HostAction, HostCtx, HostFabric, HostScheme, ProbeEcho};
 use super::{Capabilities, Counters, LbFabric, SchemeConfig, SwitchScheme};
+use crate::check::check_positive_time;
 use crate::units::{Bytes, Time};
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -97,19 +98,10 @@ impl Default for FlbConfig {
 impl SchemeConfig for FlbConfig {
     /// Checks the values; the message names the key under `[lb]` and an example.
     fn validate(&self) -> Result<(), String> {
-        let positive = |key: &str, t: Time, example: &str| {
-            if t == Time::ZERO {
-                Err(format!(
-                    "lb.{key}: must be above 0; give a time such as \"{example}\" (valid: > 0s)"
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        positive("flowlet_period", self.flowlet_period, "250us")?;
-        positive("probe_interval", self.probe_interval, "100us")?;
-        positive("probe_timeout", self.probe_timeout, "1200us")?;
-        positive("monitor_period", self.monitor_period, "25us")?;
+        check_positive_time("lb.flowlet_period", self.flowlet_period, "250us")?;
+        check_positive_time("lb.probe_interval", self.probe_interval, "100us")?;
+        check_positive_time("lb.probe_timeout", self.probe_timeout, "1200us")?;
+        check_positive_time("lb.monitor_period", self.monitor_period, "25us")?;
         if self.burst_bytes.0 == 0 {
             return Err(
                 "lb.burst_bytes: must be above 0; give a size such as \"15625B\" (half a monitor period at line rate)"
