@@ -75,9 +75,37 @@ pub struct FlbConfig {
     pub burst_bytes: Bytes,
     /// The burst cut-over is on (off: flowlets start only after gaps and congestion).
     pub cut_over: bool,
-    /// The reorder filter is on (off: a new flowlet takes the least-delay non-congested path
-    /// even if it overtakes packets in flight).
-    pub reorder_filter: bool,
+    /// Which new flowlets the reorder filter screens (`docs/schemes/flb.md`, choice 7).
+    pub reorder_filter: ReorderFilter,
+}
+
+/// Which new flowlets the reorder filter (`D(p) − D(q) ≤ g`) screens. The paper says both
+/// that FLB moves bursts onto non-congested paths and that it excludes paths that could
+/// reorder; without a gap in the flow the two conflict, and the text does not say which wins.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReorderFilter {
+    /// Every new flowlet of a flow that has a path: after a gap, at a burst cut-over and off a
+    /// congested path (no reordering from a move: a cut-over can only go to paths at least as
+    /// slow as the current one, less the gap).
+    #[default]
+    EveryFlowlet,
+    /// Only flowlets that start after a gap; a burst cut-over or a congested path moves to the
+    /// least-delay non-congested path and accepts the reordering.
+    AfterGap,
+    /// No filter: every new flowlet takes the least-delay non-congested path.
+    Off,
+}
+
+impl ReorderFilter {
+    /// The filter screens a new flowlet started by `trigger`.
+    fn screens(self, trigger: Trigger) -> bool {
+        match self {
+            ReorderFilter::EveryFlowlet => true,
+            ReorderFilter::AfterGap => trigger == Trigger::Gap,
+            ReorderFilter::Off => false,
+        }
+    }
 }
 
 impl Default for FlbConfig {
@@ -90,7 +118,7 @@ impl Default for FlbConfig {
             monitor_period: Time::from_us(25),
             burst_bytes: Bytes(15_625),
             cut_over: true,
-            reorder_filter: true,
+            reorder_filter: ReorderFilter::EveryFlowlet,
         }
     }
 }
@@ -357,6 +385,7 @@ impl Flb {
         now: Time,
     ) -> Choice {
         let move_off = trigger == Trigger::Burst;
+        let filtered = self.cfg.reorder_filter.screens(trigger);
         let d_p = p.and_then(|p| match self.state(pair, p, now) {
             PathState::Usable(d) => Some(d),
             PathState::Congested => {
@@ -379,7 +408,7 @@ impl Flb {
                 if move_off {
                     continue;
                 }
-            } else if self.cfg.reorder_filter && d_p.is_some_and(|d_p| d_p > d_q + gap) {
+            } else if filtered && d_p.is_some_and(|d_p| d_p > d_q + gap) {
                 refused = true;
                 continue;
             }
@@ -405,9 +434,7 @@ impl Flb {
             (Some((_, q)), _) => Choice::Path(q),
             // Without a gap (a cut-over, a congested path), no path is safe to move to
             // unless probes clear it.
-            (None, Some(p)) if any_known || (self.cfg.reorder_filter && move_off_now(trigger)) => {
-                Choice::Keep(p)
-            }
+            (None, Some(p)) if any_known || (filtered && move_off_now(trigger)) => Choice::Keep(p),
             (None, _) => Choice::Random,
         }
     }

@@ -103,7 +103,7 @@ fn a_burst_above_burst_bytes_within_a_monitor_period_cuts_the_flowlet() {
     for cut_over in [true, false] {
         let (mut f, mut host) = flb(FlbConfig {
             cut_over,
-            reorder_filter: false,
+            reorder_filter: ReorderFilter::Off,
             ..FlbConfig::default()
         });
         let flow = start(&mut f, &mut host, 0, 0);
@@ -142,10 +142,14 @@ fn a_burst_above_burst_bytes_within_a_monitor_period_cuts_the_flowlet() {
 }
 
 /// A flow on path index 0 (one-way 300 µs) when paths 1-3 run at 100, 150 and 295 µs: the
-/// path (tag) of the new flowlet a burst cut-over makes `gap_us` after its last packet.
-fn next_path_after_gap(reorder_filter: bool, gap_us: u64) -> u32 {
+/// path (tag) of its next packet, `gap_us` after its last one, which starts a new flowlet by a
+/// burst cut-over (`burst`, with the default 250 µs flowlet period) or after a gap (a 50 µs
+/// flowlet period, so that a gap of 100 µs or more starts a flowlet).
+fn next_path(reorder_filter: ReorderFilter, burst: bool, gap_us: u64) -> u32 {
+    let flowlet_period = Time::from_us(if burst { 250 } else { 50 });
     let (mut f, mut host) = flb(FlbConfig {
         reorder_filter,
+        flowlet_period,
         ..FlbConfig::default()
     });
     let flow = start(&mut f, &mut host, 0, 0);
@@ -153,34 +157,43 @@ fn next_path_after_gap(reorder_filter: bool, gap_us: u64) -> u32 {
     replies(&mut f, &mut host, 10 * US, 0, [300, 100, 150, 295]);
     replies(&mut f, &mut host, 20 * US, 0, [300, 400, 400, 400]);
     assert_eq!(tag(&mut f, &mut host, &flow, 30 * US), 1);
-    // Its last packet at 1000 µs, with a full monitor window, and paths 1-3 back at base.
+    // Its last packet at 1000 µs (with a full monitor window for a cut-over), and paths 1-3
+    // back at base.
     let (last, now) = (1000 * US, (1000 + gap_us) * US);
     f.flows[0].last_packet = Time::from_ns(last);
     f.flows[0].window = now / (25 * US);
-    f.flows[0].window_bytes = 1_000_000;
+    f.flows[0].window_bytes = if burst { 1_000_000 } else { 0 };
     replies(&mut f, &mut host, now - 1, 0, [300, 100, 150, 295]);
     let path = tag(&mut f, &mut host, &flow, now);
-    assert_eq!(f.stats.choices_burst, 1);
+    assert_eq!(f.stats.choices_burst, u64::from(burst));
+    assert_eq!(f.stats.choices_gap, u64::from(!burst));
     path
 }
 
 #[test]
 fn the_reorder_filter_refuses_a_path_that_would_overtake_packets_in_flight() {
-    // 10 µs after the last packet, only path 3 (295 µs, 5 µs faster than 300 µs) cannot
-    // overtake.
-    assert_eq!(next_path_after_gap(true, 10), 4);
+    use ReorderFilter::*;
+    // A cut-over 10 µs after the last packet: only path 3 (295 µs, 5 µs faster than 300 µs)
+    // cannot overtake.
+    assert_eq!(next_path(EveryFlowlet, true, 10), 4);
     // 160 µs after: path 2 (150 µs) qualifies, path 1 (100 µs) still not.
-    assert_eq!(next_path_after_gap(true, 160), 3);
+    assert_eq!(next_path(EveryFlowlet, true, 160), 3);
     // 200 µs after: the fastest, path 1.
-    assert_eq!(next_path_after_gap(true, 200), 2);
+    assert_eq!(next_path(EveryFlowlet, true, 200), 2);
     // Without the filter the fastest is taken at once.
-    assert_eq!(next_path_after_gap(false, 10), 2);
+    assert_eq!(next_path(Off, true, 10), 2);
+    // Screening only flowlets after a gap: the cut-over takes the fastest at once ...
+    assert_eq!(next_path(AfterGap, true, 10), 2);
+    // ... and a flowlet 100 µs after the last packet is screened: path 3 only.
+    assert_eq!(next_path(AfterGap, false, 100), 4);
+    assert_eq!(next_path(EveryFlowlet, false, 100), 4);
+    assert_eq!(next_path(Off, false, 100), 2);
 }
 
 #[test]
 fn congested_and_lost_paths_are_not_chosen() {
     let (mut f, mut host) = flb(FlbConfig {
-        reorder_filter: false,
+        reorder_filter: ReorderFilter::Off,
         ..FlbConfig::default()
     });
     let flow = start(&mut f, &mut host, 0, 0);
