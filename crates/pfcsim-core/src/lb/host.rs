@@ -206,6 +206,9 @@ pub enum HostAction {
         priority: u8,
         meta: u32,
     },
+    /// Flow `flow` of this host, held by [`HostScheme::may_send`], may send again: its
+    /// sender looks at it at once.
+    Release { flow: u32 },
 }
 
 /// What a host-side hook can see and do.
@@ -223,6 +226,22 @@ pub struct HostCtx<'a> {
 pub trait HostScheme: Any + std::fmt::Debug {
     /// The path tag of the data packet of `flow` carrying `payload` bytes from `seq` on.
     fn path_tag(&mut self, ctx: &mut HostCtx, flow: &FlowInfo, seq: u64, payload: u32) -> u32;
+
+    /// The scheme decides when its flows send ([`HostScheme::may_send`] is called); asked
+    /// once, when the run is built. No by default: the transport alone decides.
+    fn clocks_sending(&self) -> bool {
+        false
+    }
+
+    /// Whether `flow`, which its transport is ready to send a data packet of (window and
+    /// pacing allow it), may send it now; called just before [`HostScheme::path_tag`], only
+    /// if [`HostScheme::clocks_sending`]. A flow refused is held (its sender skips it) until
+    /// the scheme releases it with [`HostAction::Release`] from another hook. The sender is
+    /// choosing its next packet: push no action here.
+    fn may_send(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) -> bool {
+        let _ = (ctx, flow);
+        true
+    }
 
     /// Called once per host at time zero (periodic work starts here).
     fn on_start(&mut self, ctx: &mut HostCtx) {

@@ -487,6 +487,11 @@ impl Simulation {
         if self.tcp.as_ref().is_some_and(|t| t.is_tcp(f)) {
             return self.tcp_send(h, i, f);
         }
+        if !self.host_lb_may_send(h, f) {
+            // Held by the host-side scheme until it releases the flow.
+            self.unlist_sending(h, i);
+            return self.host_send(h);
+        }
         let now = self.now;
         let p = self.hosts[h as usize].port;
         let payload_max = self.cfg.nic.payload.0;

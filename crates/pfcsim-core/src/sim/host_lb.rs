@@ -22,6 +22,8 @@ pub(super) struct HostSide {
     /// One RNG stream per host (by host index).
     rngs: Vec<Rng>,
     actions: Vec<HostAction>,
+    /// The scheme holds and releases flows ([`HostScheme::clocks_sending`]).
+    pub(super) clocks_sending: bool,
 }
 
 impl HostSide {
@@ -41,8 +43,10 @@ impl HostSide {
             return None;
         }
         let fabric = path_table(switches, ports, host_nodes, nodes, nic);
+        let lb = cfg.scheme().host_scheme(flows, &fabric)?;
         Some(HostSide {
-            lb: cfg.scheme().host_scheme(flows, &fabric)?,
+            clocks_sending: lb.clocks_sending(),
+            lb,
             name: cfg.innermost().name(),
             fabric,
             rngs: (0..host_nodes.len())
@@ -216,6 +220,10 @@ impl Simulation {
                     priority,
                     meta,
                 } => self.send_probe(h, to_host, path_tag, priority, meta),
+                HostAction::Release { flow } => {
+                    self.mark_sending(h, flow);
+                    self.host_kick(h);
+                }
             }
         }
         self.host_side
@@ -266,6 +274,23 @@ impl Simulation {
         let mut tag = 0;
         self.with_host_lb(h, |lb, ctx| tag = lb.path_tag(ctx, &flow, seq, payload));
         tag
+    }
+
+    /// Host `h`'s scheme lets flow `f` send its next data packet now (always, unless the
+    /// scheme clocks sending, see [`HostScheme::may_send`], and the flow's path is not pinned).
+    #[inline]
+    pub(super) fn host_lb_may_send(&mut self, h: u32, f: u32) -> bool {
+        if !self.host_side.as_ref().is_some_and(|s| s.clocks_sending) {
+            return true;
+        }
+        let flow = &self.flows[f as usize];
+        if flow.spec.path_tag != 0 {
+            return true;
+        }
+        let flow = flow.info();
+        let mut may = true;
+        self.with_host_lb(h, |lb, ctx| may = lb.may_send(ctx, &flow));
+        may
     }
 
     /// Queues a probe from host `h` in its NIC's data-priority queue.

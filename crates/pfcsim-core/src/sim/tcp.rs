@@ -224,6 +224,14 @@ impl Simulation {
             self.unlist_sending(h, i);
             return self.host_send(h);
         }
+        if !self.host_lb_may_send(h, f) {
+            // Held by the host-side scheme until it releases the flow.
+            self.unlist_sending(h, i);
+            return self.host_send(h);
+        }
+        let tcp = self.tcp.as_mut().expect("a TCP run");
+        let st = tcp.flows[f as usize].as_mut().expect("a TCP flow");
+        let flow = &self.flows[f as usize];
         let seq = st.retx.take().unwrap_or(flow.snd_nxt);
         let p = self.hosts[h as usize].port;
         let path_tag = match flow.spec.path_tag {

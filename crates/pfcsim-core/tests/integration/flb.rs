@@ -25,6 +25,11 @@ fn run(text: &str) -> RunOutput {
 /// The Fig. 6 fabric with one 1.4 MB flow alone, sent at line rate from its first packet (an
 /// initial window above its size).
 fn alone(lb: &str, seed: u64) -> RunOutput {
+    run(&alone_text(lb, seed))
+}
+
+/// The spec of [`alone`].
+fn alone_text(lb: &str, seed: u64) -> String {
     let text = fig6(lb)
         .replace("seed = 1", &format!("seed = {seed}"))
         .replace(
@@ -32,11 +37,10 @@ fn alone(lb: &str, seed: u64) -> RunOutput {
             "kind = \"tcp\"\n\n[transport.tcp]\ninit_cwnd = 1000\n",
         );
     let start = text.find("[[traffic]]").expect("a traffic table");
-    let text = format!(
+    format!(
         "{}[[traffic]]\nkind = \"scripted\"\nflows = [{{ src = 1, dst = 15, size = \"1400KB\" }}]\n",
         &text[..start]
-    );
-    run(&text)
+    )
 }
 
 #[test]
@@ -130,4 +134,27 @@ fn screening_only_flowlets_after_a_gap_flb_avoids_the_slow_spine_and_loses_less_
         assert!(flb.1 < l.1, "mean FCT: FLB {flb:?}, LetFlow {l:?}");
         assert!(flb.2 < l.2, "slow-spine bytes: FLB {flb:?}, LetFlow {l:?}");
     }
+}
+
+#[test]
+fn probe_clocked_a_flow_sends_one_packet_per_probe_reply() {
+    // The Fig. 6 fabric without its slow spine (every path 100 µs leaf to leaf), the 1.4 MB
+    // flow alone with a window that never binds: its packets go out as probe replies come
+    // back, one per path of each 100 µs round (four), so it takes packets / 4 rounds (plus
+    // the first reply's round trip and the last packet's way, about 300 µs).
+    let lb = "scheme = \"flb\"\nmode = \"probe_clocked\"\nprobe_interval = \"100us\"";
+    let out = run(&alone_text(lb, 1).replace("\"150us\"", "\"50us\""));
+    let flow = &out.flows[0];
+    let counters = &out.stats.scheme_counters;
+    assert_eq!(counters["flb.clocked_packets"], flow.packets_sent);
+    assert!(counters["flb.holds"] > 0);
+    assert_eq!(flow.paths_used, 4);
+    assert_eq!(out.stats.bytes_delivered, out.stats.bytes_offered);
+    let rounds = flow.packets_sent.div_ceil(4);
+    let expected_us = rounds as f64 * 100.0;
+    let fct_us = flow.fct_ps.expect("finished") as f64 / 1e6;
+    assert!(
+        (fct_us - expected_us).abs() < 500.0,
+        "FCT {fct_us} µs, {rounds} rounds of 100 µs"
+    );
 }

@@ -35,8 +35,11 @@
 //!   without a gap keeps `p`, since no path is cleared by the reorder filter (with the filter
 //!   off, it takes the random offset too).
 //!
-//! Not modelled: the paper's probe-clocked sending (each probe's arrival releases one data
-//! packet on its path), the receiver-driven probe direction (probes here go sender to
+//! `mode = "probe_clocked"` reads Alg. 1 literally instead: each probe reply that reaches the
+//! sender releases one data packet of the pair's flows on the probe's path (the flowlet table,
+//! cut-over and filter unused); a flow ready to send waits for a reply.
+//!
+//! Not modelled: the receiver-driven probe direction (probes here go sender to
 //! receiver on the data's direction, and the one-way delay is read from exact host clocks),
 //! hash collisions in the flowlet table, the TTL bookkeeping.
 
@@ -77,6 +80,24 @@ pub struct FlbConfig {
     pub cut_over: bool,
     /// Which new flowlets the reorder filter screens (`docs/schemes/flb.md`, choice 7).
     pub reorder_filter: ReorderFilter,
+    /// How data packets are sent: in flowlets (the default) or each on a probe's arrival.
+    pub mode: FlbMode,
+}
+
+/// How FLB sends data packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlbMode {
+    /// Flowlets: the transport sends when its window allows, and each packet takes its
+    /// flowlet's path (the flowlet table, the cut-over and the probed path choice).
+    #[default]
+    Flowlet,
+    /// The paper's Alg. 1 read literally: every probe reply that reaches the sender releases
+    /// one data packet of a flow of its (sender, destination ToR) pair, on the probe's path;
+    /// a flow ready to send without a reply to use waits for one. A pair sends at most one
+    /// packet per path per `probe_interval`, a path whose probes are lost none. The flowlet
+    /// table, the cut-over and the reorder filter play no part.
+    ProbeClocked,
 }
 
 /// Which new flowlets the reorder filter (`D(p) − D(q) ≤ g`) screens. The paper says both
@@ -119,6 +140,7 @@ impl Default for FlbConfig {
             burst_bytes: Bytes(15_625),
             cut_over: true,
             reorder_filter: ReorderFilter::EveryFlowlet,
+            mode: FlbMode::Flowlet,
         }
     }
 }
@@ -177,10 +199,19 @@ struct FlowEntry {
     /// window began or the last cut-over.
     window: u64,
     window_bytes: u64,
+    /// Probe-clocked mode: the path (index) of the probe reply the flow's next packet uses.
+    granted: Option<u8>,
+    /// Probe-clocked mode: the flow waits for a probe reply, in its pair's queue.
+    waiting: bool,
+    /// The next flow in that queue (`NO_FLOW`: none).
+    next_waiting: u32,
 }
 
+/// The end of a queue of waiting flows.
+const NO_FLOW: u32 = u32::MAX;
+
 /// A sender's probing towards one destination ToR.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Pair {
     /// Flows of the sender to the ToR that have not finished.
     active_flows: u32,
@@ -189,6 +220,23 @@ struct Pair {
     priority: u8,
     /// Rounds sent so far (round `r` probes every path with number `r`).
     rounds: u32,
+    /// Probe-clocked mode: the first and last flows waiting for a probe reply (`NO_FLOW`:
+    /// none).
+    wait_head: u32,
+    wait_tail: u32,
+}
+
+impl Default for Pair {
+    fn default() -> Self {
+        Pair {
+            active_flows: 0,
+            probe_to: 0,
+            priority: 0,
+            rounds: 0,
+            wait_head: NO_FLOW,
+            wait_tail: NO_FLOW,
+        }
+    }
 }
 
 /// What a sender knows of one path to a destination ToR.
@@ -202,6 +250,10 @@ struct PathView {
     base: Time,
     /// 1 + the latest round answered on this path (0: none).
     answered: u32,
+    /// Probe-clocked mode: a reply on this path has not released a packet yet, and when it
+    /// arrived.
+    credit: bool,
+    credit_at: Time,
 }
 
 impl Default for PathView {
@@ -212,6 +264,8 @@ impl Default for PathView {
             replied: false,
             base: Time(u64::MAX),
             answered: 0,
+            credit: false,
+            credit_at: Time::ZERO,
         }
     }
 }
@@ -273,6 +327,8 @@ struct FlbStats {
     none_eligible: u64,
     refused_by_reorder_filter: u64,
     probes: u64,
+    clocked_packets: u64,
+    holds: u64,
 }
 
 impl Flb {
@@ -440,6 +496,35 @@ impl Flb {
     }
 }
 
+impl Flb {
+    /// Puts flow `f` at the end of pair `pair`'s queue of flows waiting for a probe reply.
+    fn enqueue_waiting(&mut self, pair: usize, f: u32) {
+        let entry = &mut self.flows[f as usize];
+        entry.waiting = true;
+        entry.next_waiting = NO_FLOW;
+        match self.pairs[pair].wait_tail {
+            NO_FLOW => self.pairs[pair].wait_head = f,
+            tail => self.flows[tail as usize].next_waiting = f,
+        }
+        self.pairs[pair].wait_tail = f;
+    }
+
+    /// Takes the first flow off pair `pair`'s queue of waiting flows.
+    fn dequeue_waiting(&mut self, pair: usize) -> Option<u32> {
+        let head = self.pairs[pair].wait_head;
+        if head == NO_FLOW {
+            return None;
+        }
+        let entry = &mut self.flows[head as usize];
+        entry.waiting = false;
+        self.pairs[pair].wait_head = entry.next_waiting;
+        if entry.next_waiting == NO_FLOW {
+            self.pairs[pair].wait_tail = NO_FLOW;
+        }
+        Some(head)
+    }
+}
+
 /// A trigger without a gap in the flow's packets: the cut-over and the congested path.
 fn move_off_now(trigger: Trigger) -> bool {
     matches!(trigger, Trigger::Burst | Trigger::Congested)
@@ -459,6 +544,11 @@ impl HostScheme for Flb {
         let n = paths.len();
         if n == 1 {
             return paths[0];
+        }
+        if self.cfg.mode == FlbMode::ProbeClocked {
+            let i = self.flows[flow.id as usize].granted.take();
+            self.stats.clocked_packets += 1;
+            return paths[i.expect("may_send granted a probe reply") as usize];
         }
         let now = ctx.now;
         let pair = self.pair_index(flow.src, ctx.fabric.tor(flow.dst));
@@ -513,8 +603,41 @@ impl HostScheme for Flb {
             offset,
             window,
             window_bytes: window_bytes + payload as u64,
+            ..entry
         };
         paths[offset as usize % n]
+    }
+
+    fn clocks_sending(&self) -> bool {
+        self.cfg.mode == FlbMode::ProbeClocked
+    }
+
+    /// Probe-clocked mode: the flow may send if it holds a probe reply's credit or can take
+    /// the one that arrived first among its pair's unused ones; otherwise it joins its pair's
+    /// queue and waits for the next reply.
+    fn may_send(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) -> bool {
+        let n = ctx.fabric.paths(flow.src, flow.dst).len();
+        let id = flow.id as usize;
+        if n == 1 || self.flows[id].granted.is_some() {
+            return true;
+        }
+        let pair = self.pair_index(flow.src, ctx.fabric.tor(flow.dst));
+        let first_credit = (0..n)
+            .map(|i| (i, self.paths[self.path_index(pair, i)]))
+            .filter(|(_, view)| view.credit)
+            .min_by_key(|(_, view)| view.credit_at)
+            .map(|(i, _)| i);
+        if let Some(i) = first_credit {
+            let k = self.path_index(pair, i);
+            self.paths[k].credit = false;
+            self.flows[id].granted = Some(i as u8);
+            return true;
+        }
+        self.stats.holds += 1;
+        if !self.flows[id].waiting {
+            self.enqueue_waiting(pair, flow.id);
+        }
+        false
     }
 
     fn on_flow_start(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) {
@@ -590,6 +713,21 @@ impl HostScheme for Flb {
         view.replied_at = ctx.now;
         view.replied = true;
         view.base = view.base.min(echo.one_way);
+        if self.cfg.mode == FlbMode::ProbeClocked {
+            match self.dequeue_waiting(pair) {
+                Some(f) => {
+                    self.flows[f as usize].granted = Some(i as u8);
+                    ctx.actions.push(HostAction::Release { flow: f });
+                }
+                // At most one unused reply per path, dated by the first.
+                None if !self.paths[k].credit => {
+                    let view = &mut self.paths[k];
+                    view.credit = true;
+                    view.credit_at = ctx.now;
+                }
+                None => {}
+            }
+        }
     }
 
     fn counters(&self, out: &mut Counters) {
@@ -603,6 +741,8 @@ impl HostScheme for Flb {
         out.add("none_eligible", s.none_eligible);
         out.add("refused_by_reorder_filter", s.refused_by_reorder_filter);
         out.add("probes", s.probes);
+        out.add("clocked_packets", s.clocked_packets);
+        out.add("holds", s.holds);
     }
 
     /// At a host, per destination ToR `b` and path index `i` (key `b << 16 | i`), for the pairs

@@ -281,3 +281,78 @@ fn bad_settings_are_refused_with_the_key() {
         .unwrap_err()
         .starts_with("lb.probe_timeout: "));
 }
+
+fn probe_clocked() -> (Flb, TestHost) {
+    flb(FlbConfig {
+        mode: FlbMode::ProbeClocked,
+        ..FlbConfig::default()
+    })
+}
+
+fn may_send(f: &mut Flb, host: &mut TestHost, flow: &FlowInfo, t_ns: u64) -> bool {
+    f.may_send(&mut host.ctx(t_ns), flow)
+}
+
+#[test]
+fn probe_clocked_a_flow_waits_for_a_probe_reply_and_sends_on_its_path() {
+    let (mut f, mut host) = probe_clocked();
+    assert!(f.clocks_sending());
+    assert!(!flb(FlbConfig::default()).0.clocks_sending());
+    let flow = start(&mut f, &mut host, 0, 0);
+    host.actions.clear();
+    // No reply yet: the flow is held.
+    assert!(!may_send(&mut f, &mut host, &flow, US));
+    assert_eq!(f.stats.holds, 1);
+    // Asked again (its transport lists it again), it waits once in its pair's queue.
+    assert!(!may_send(&mut f, &mut host, &flow, 2 * US));
+    // The first reply, on path index 2, releases it, for one packet on that path.
+    reply(&mut f, &mut host, 60 * US, 0, 2, 50);
+    assert_eq!(host.actions, vec![HostAction::Release { flow: 0 }]);
+    assert!(may_send(&mut f, &mut host, &flow, 60 * US));
+    assert_eq!(tag(&mut f, &mut host, &flow, 60 * US), 3);
+    assert_eq!(f.stats.clocked_packets, 1);
+    // Its next packet waits for the next reply.
+    assert!(!may_send(&mut f, &mut host, &flow, 61 * US));
+}
+
+#[test]
+fn probe_clocked_unused_replies_are_used_in_arrival_order_one_per_path() {
+    let (mut f, mut host) = probe_clocked();
+    let flow = start(&mut f, &mut host, 0, 0);
+    host.actions.clear();
+    // Replies on paths 3 then 1 (path 3 twice: one credit), none on 0 and 2 (lost probes).
+    reply(&mut f, &mut host, 50 * US, 0, 3, 50);
+    reply(&mut f, &mut host, 55 * US, 0, 1, 55);
+    reply(&mut f, &mut host, 56 * US, 0, 3, 50);
+    assert!(host.actions.is_empty());
+    let mut sent = Vec::new();
+    while may_send(&mut f, &mut host, &flow, 60 * US) {
+        sent.push(tag(&mut f, &mut host, &flow, 60 * US));
+    }
+    assert_eq!(sent, vec![4, 2]);
+}
+
+#[test]
+fn probe_clocked_waiting_flows_are_released_first_come_first_served() {
+    let (mut f, mut host) = probe_clocked();
+    let a = start(&mut f, &mut host, 0, 0);
+    let b = start(&mut f, &mut host, 1, 0);
+    host.actions.clear();
+    assert!(!may_send(&mut f, &mut host, &b, US));
+    assert!(!may_send(&mut f, &mut host, &a, 2 * US));
+    reply(&mut f, &mut host, 50 * US, 0, 0, 50);
+    reply(&mut f, &mut host, 51 * US, 0, 1, 51);
+    reply(&mut f, &mut host, 52 * US, 0, 2, 52);
+    assert_eq!(
+        host.actions,
+        vec![
+            HostAction::Release { flow: 1 },
+            HostAction::Release { flow: 0 }
+        ]
+    );
+    // Each on its own reply's path; the third reply waits for the next packet.
+    assert_eq!(tag(&mut f, &mut host, &b, 53 * US), 1);
+    assert_eq!(tag(&mut f, &mut host, &a, 53 * US), 2);
+    assert!(may_send(&mut f, &mut host, &a, 54 * US));
+    assert_eq!(tag(&mut f, &mut host, &a, 54 * US), 3);
+}
