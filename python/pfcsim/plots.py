@@ -440,7 +440,8 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
                 ax.tick_params(axis="x", labelrotation=30)
             ax.set_xlabel(request.xlabel or _label(request.x, runs))
             ax.grid(True, axis="y", alpha=0.3)
-            ax.legend(title=_series_title(request), fontsize="small")
+            if len(names) <= BARS_LEGEND_INSIDE:
+                ax.legend(title=_series_title(request), fontsize="small")
         ylabel = request.ylabel or _label(request.y)
         if request.normalize is not None and request.ylabel is None:
             ylabel = f"{ylabel} / its {request.normalize} (per series)"
@@ -449,7 +450,16 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
             ax.set_yscale("log")
         if value is not None:
             ax.set_title(f"{_label(request.panels, runs)} = {value}")
+    if request.kind == "bars" and len(names) > BARS_LEGEND_INSIDE:
+        # Many series: one legend beside the panels, not over their bars.
+        width, height = figure.get_size_inches()
+        figure.set_size_inches(width + 3.2, height)
+        figure.legend(title=_series_title(request), fontsize="small", loc="outside right center")
     return figure
+
+
+#: The most bar series whose legend is drawn inside the panel.
+BARS_LEGEND_INSIDE = 4
 
 
 def normalized(values: pd.Series, how: str | None) -> pd.Series:
