@@ -157,6 +157,11 @@ BAD_SPECS = [
         "after 0.2, expected probabilities that never decrease",
     ),
     (
+        "array for a table",
+        "switch = []\n" + TINY_TOML,
+        "spec.toml (line 1): switch: invalid type: sequence, expected a table",
+    ),
+    (
         "disconnected ns-3 topology",
         '[topology]\nkind = "ns3_file"\npath = "split.topo"\n\n[[traffic]]' + TRAFFIC,
         "topology.path: split.topo: the topology is disconnected: host 1 cannot be reached "

@@ -83,7 +83,7 @@ fn default_seed() -> u64 {
 
 /// `[run]`: when to stop and how to summarize.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct RunSpec {
     /// Hard stop in simulated time. Unset: 1 s after the last flow starts.
     pub stop_at: Option<Time>,
@@ -95,6 +95,8 @@ pub struct RunSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub monitor_limit: Option<Bytes>,
 }
+
+crate::tagged::table!(RunSpec);
 
 impl Default for RunSpec {
     fn default() -> Self {

@@ -54,24 +54,28 @@ pub enum TopologyError {
 
 /// A link's rate and propagation delay.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct LinkSpec {
     pub rate: Rate,
     pub delay: Time,
 }
 
+crate::tagged::table!(LinkSpec);
+
 /// Fabric-link parameters of a leaf-spine: the rate may instead follow from
 /// `oversubscription`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct FabricLinkSpec {
     pub rate: Option<Rate>,
     pub delay: Time,
 }
 
+crate::tagged::table!(FabricLinkSpec);
+
 /// One leaf-spine link with other parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct LinkOverride {
     pub leaf: u32,
     pub spine: u32,
@@ -79,13 +83,17 @@ pub struct LinkOverride {
     pub delay: Option<Time>,
 }
 
+crate::tagged::table!(LinkOverride);
+
 /// Degrade a random fraction of the leaf-spine links (chosen by the seed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct Degrade {
     pub fraction: f64,
     pub rate: Rate,
 }
+
+crate::tagged::table!(Degrade);
 
 /// `[topology]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

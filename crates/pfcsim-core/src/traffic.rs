@@ -161,7 +161,7 @@ pub struct ScriptedSpec {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct ScriptedFlow {
     pub src: u32,
     pub dst: u32,
@@ -179,6 +179,8 @@ pub struct ScriptedFlow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coflow: Option<u32>,
 }
+
+crate::tagged::table!(ScriptedFlow);
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
