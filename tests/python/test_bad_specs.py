@@ -25,6 +25,8 @@ FILES = {
     "split.topo": "4 2 2\n2 3\n0 2 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n",
     # The tiny fabric has hosts 0..=3.
     "far.flows": "2\n0 1 3 10000 0.000001\n0 7 3 10000 0.000002\n",
+    # Every flow would be 0 bytes.
+    "zero.cdf": "0 0\n0 1\n",
 }
 
 #: (test id, spec text, exact message). The spec file is `spec.toml` in the current folder.
@@ -155,6 +157,12 @@ BAD_SPECS = [
         TINY_TOML.replace('"web_search"', '"sizes.cdf"'),
         "traffic[0].cdf: sizes.cdf: CDF not monotone at line 3: cumulative probability 0.1 "
         "after 0.2, expected probabilities that never decrease",
+    ),
+    (
+        "CDF of zero sizes",
+        TINY_TOML.replace('"web_search"', '"zero.cdf"'),
+        "traffic[0].cdf: zero.cdf: CDF line 2: all of the probability is at size 0, so the mean "
+        "flow size is 0 bytes, expected sizes above 0",
     ),
     (
         "array for a table",

@@ -5,6 +5,7 @@
 use crate::testing::{tiny_dir, TINY};
 use pfcsim_core::run::build_simulation;
 use pfcsim_core::spec::{Scenario, Spec};
+use std::path::PathBuf;
 
 /// The message the spec `text` is refused with, at reading, preparation or setup (it must be
 /// refused); relative paths resolve from the tiny spec's folder.
@@ -15,6 +16,34 @@ fn refusal(text: &str) -> String {
     match built {
         Ok(_) => panic!("accepted:\n{text}"),
         Err(e) => e.message,
+    }
+}
+
+/// A file `name` with `text` in a folder of this test process, by absolute path.
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pfcsim-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A CDF whose sizes are all 0 bytes made the Poisson generator's arrival rate infinite: it
+/// drew flows at one instant without end.
+#[test]
+fn a_cdf_of_zero_sizes_is_refused() {
+    for (name, table) in [("zero.cdf", "0 1\n"), ("zeros.cdf", "0 0\n0 1\n")] {
+        let path = temp_file(name, table);
+        let text = TINY.replace("\"web_search\"", &format!("{:?}", path.to_str().unwrap()));
+        let lines = table.lines().count();
+        assert_eq!(
+            refusal(&text),
+            format!(
+                "traffic[0].cdf: {}: CDF line {lines}: all of the probability is at size 0, so \
+                 the mean flow size is 0 bytes, expected sizes above 0",
+                path.display()
+            )
+        );
     }
 }
 
