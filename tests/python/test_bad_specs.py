@@ -27,6 +27,9 @@ FILES = {
     "far.flows": "2\n0 1 3 10000 0.000001\n0 7 3 10000 0.000002\n",
     # Every flow would be 0 bytes.
     "zero.cdf": "0 0\n0 1\n",
+    # Four billion nodes announced for 2 switches and 5 links.
+    "huge.topo": "4000000000 2 5\n2 3\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n"
+    "2 3 100Gbps 1000ns 0\n4 3 100Gbps 1000ns 0\n5 3 100Gbps 1000ns 0\n",
 }
 
 #: (test id, spec text, exact message). The spec file is `spec.toml` in the current folder.
@@ -163,6 +166,13 @@ BAD_SPECS = [
         TINY_TOML.replace('"web_search"', '"zero.cdf"'),
         "traffic[0].cdf: zero.cdf: CDF line 2: all of the probability is at size 0, so the mean "
         "flow size is 0 bytes, expected sizes above 0",
+    ),
+    (
+        "ns-3 node count beyond the links",
+        '[topology]\nkind = "ns3_file"\npath = "huge.topo"\n\n[[traffic]]' + TRAFFIC,
+        "topology.path: huge.topo: topology line 1: node count 4000000000 is more than 2 "
+        "switches and 5 links can make (every host has exactly one link), expected at most 7 "
+        "nodes",
     ),
     (
         "array for a table",

@@ -2,7 +2,7 @@
 //! or could never finish is refused before anything large is built and before the simulation
 //! starts, with one message that names the key and the reason.
 
-use crate::testing::{tiny_dir, TINY};
+use crate::testing::{tiny, tiny_dir, to_text, TINY};
 use pfcsim_core::run::build_simulation;
 use pfcsim_core::spec::{Scenario, Spec};
 use std::path::PathBuf;
@@ -17,6 +17,19 @@ fn refusal(text: &str) -> String {
         Ok(_) => panic!("accepted:\n{text}"),
         Err(e) => e.message,
     }
+}
+
+/// The tiny spec with the keys of `table` (TOML) set in its `[topology]`, or replacing it
+/// with `replace`.
+fn with_topology(table: &str, replace: bool) -> String {
+    let mut spec = tiny();
+    let keys: toml::Table = table.parse().unwrap();
+    let topology = spec["topology"].as_table_mut().unwrap();
+    if replace {
+        topology.clear();
+    }
+    topology.extend(keys);
+    to_text(&spec)
 }
 
 /// A file `name` with `text` in a folder of this test process, by absolute path.
@@ -45,6 +58,27 @@ fn a_cdf_of_zero_sizes_is_refused() {
             )
         );
     }
+}
+
+/// An ns-3 topology file announcing four billion nodes for five links had them allocated
+/// before its lines were checked.
+#[test]
+fn an_ns3_header_beyond_its_lines_is_refused() {
+    let links = "0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n2 3 100Gbps 1000ns 0\n\
+                 4 3 100Gbps 1000ns 0\n5 3 100Gbps 1000ns 0\n";
+    let path = temp_file("huge.topo", &format!("4000000000 2 5\n2 3\n{links}"));
+    let text = with_topology(
+        &format!("kind = \"ns3_file\"\npath = {:?}", path.to_str().unwrap()),
+        true,
+    );
+    assert_eq!(
+        refusal(&text),
+        format!(
+            "topology.path: {}: topology line 1: node count 4000000000 is more than 2 switches \
+             and 5 links can make (every host has exactly one link), expected at most 7 nodes",
+            path.display()
+        )
+    );
 }
 
 /// An array where a table belongs was read field by field, so `switch = []` stood for the
