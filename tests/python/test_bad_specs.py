@@ -180,6 +180,14 @@ BAD_SPECS = [
         "spec.toml (line 1): switch: invalid type: sequence, expected a table",
     ),
     (
+        "RTO below the base RTT",
+        TINY_TOML + '\n[nic]\nrto = "1ps"\n',
+        "nic.rto: 1ps is not above the base RTT of flow 0 (host 1 to host 2), 8.356us: a full "
+        "packet out and its ACK back on the idle path; every packet would time out before its "
+        "ACK could arrive, and be sent again without end; give a timeout well above it "
+        '(default "4ms"), or "0s" for none',
+    ),
+    (
         "disconnected ns-3 topology",
         '[topology]\nkind = "ns3_file"\npath = "split.topo"\n\n[[traffic]]' + TRAFFIC,
         "topology.path: split.topo: the topology is disconnected: host 1 cannot be reached "

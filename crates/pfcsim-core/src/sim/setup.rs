@@ -14,6 +14,7 @@ use crate::packet::PacketArena;
 use crate::port::{NodeRef, PortState, CONTROL_PRIO, N_PRIO};
 use crate::topology::Topology;
 use crate::traffic::{describe_hosts, FlowSpec};
+use crate::transport::TransportKind;
 use crate::units::{Rate, Time};
 
 impl Simulation {
@@ -129,18 +130,38 @@ impl Simulation {
             }
         }
         flows.sort_by_key(|f| f.start);
+        // The longest base RTT of a RoCE flow, with the flow: the NIC's timeout must exceed it.
+        let mut longest_rtt: Option<(Time, usize, u32, u32)> = None;
         let flows: Vec<FlowState> = flows
             .into_iter()
             .enumerate()
             .map(|(i, f)| {
                 let dist = &to_host[host_index[f.dst as usize] as usize];
                 let path = representative_path(topo, &adj, dist, f.src, f.dst);
-                let wire = cfg.wire_of(cfg.transport_of(f.generator));
+                let transport = cfg.transport_of(f.generator);
+                let wire = cfg.wire_of(transport);
                 let ideal = ideal_fct(f.size, &path, &wire);
+                if transport == TransportKind::Roce && cfg.nic.rto != Time::ZERO {
+                    let rtt = ideal_fct(wire.payload.0, &path, &wire);
+                    if !matches!(longest_rtt, Some((longest, ..)) if longest >= rtt) {
+                        longest_rtt = Some((rtt, i, f.src, f.dst));
+                    }
+                }
                 let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate;
                 FlowState::new(i as u32, f, ideal, line, &cfg.cc)
             })
             .collect();
+        if let Some((rtt, index, src, dst)) = longest_rtt {
+            if cfg.nic.rto <= rtt {
+                return Err(SetupError::RtoBelowRtt {
+                    rto: cfg.nic.rto,
+                    rtt,
+                    index,
+                    src,
+                    dst,
+                });
+            }
+        }
 
         let mut sim = Simulation {
             now: Time::ZERO,

@@ -19,6 +19,13 @@ fn refusal(text: &str) -> String {
     }
 }
 
+/// Checks that the spec `text` is accepted, simulation set up included.
+fn accepted(text: &str) {
+    let spec = Spec::from_toml(text, "s.toml").unwrap_or_else(|e| panic!("{e}"));
+    let sc = Scenario::prepare(spec, &tiny_dir()).unwrap_or_else(|e| panic!("{e}"));
+    build_simulation(sc).unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// The tiny spec with the keys of `table` (TOML) set in its `[topology]`, or replacing it
 /// with `replace`.
 fn with_topology(table: &str, replace: bool) -> String {
@@ -79,6 +86,34 @@ fn an_ns3_header_beyond_its_lines_is_refused() {
             path.display()
         )
     );
+}
+
+/// With a timeout below the round-trip time every packet timed out before its ACK could come
+/// back and was sent again, without end (`rto = "1ps"` never finished).
+#[test]
+fn an_rto_below_the_base_rtt_is_refused() {
+    // The tiny fabric's longest path: 4 links of 100 Gbps and 1 us; a 1048-byte packet and a
+    // 64-byte ACK take 4 x (83.84 ns + 1 us) + 4 x (5.12 ns + 1 us) = 8355.84 ns.
+    let rto = |value: &str| format!("{TINY}\n[nic]\nrto = \"{value}\"\n");
+    for value in ["1ps", "8us", "8355840ps"] {
+        let e = refusal(&rto(value));
+        assert!(
+            e.starts_with(&format!(
+                "nic.rto: {value} is not above the base RTT of flow "
+            )),
+            "{e}"
+        );
+        assert!(
+            e.contains(
+                "), 8.356us: a full packet out and its ACK back on the idle path; every \
+                 packet would time out before its ACK could arrive, and be sent again without \
+                 end; give a timeout well above it (default \"4ms\"), or \"0s\" for none"
+            ),
+            "{e}"
+        );
+    }
+    accepted(&rto("8356ns"));
+    accepted(&rto("0s"));
 }
 
 /// An array where a table belongs was read field by field, so `switch = []` stood for the
