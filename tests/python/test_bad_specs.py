@@ -275,6 +275,52 @@ def test_dict_values_toml_cannot_hold_are_named_by_key_path() -> None:
     )
 
 
+#: (test id, spec text, start of the message, its end): specs whose runs would take more
+#: memory than they may plan for; the estimate between start and end depends on the sizes of
+#: the simulator's structures, and the default limit on the machine.
+TOO_LARGE = [
+    (
+        "leaf-spine of 10^10 hosts",
+        TINY_TOML.replace("leaves = 2", "leaves = 100000").replace(
+            "hosts_per_leaf = 2", "hosts_per_leaf = 100000"
+        ),
+        "topology: a fabric of 10000000000 hosts, 100002 switches and 10000200000 links "
+        "(leaves = 100000, spines = 2, hosts_per_leaf = 100000): about ",
+        "; make the fabric smaller, or raise run.max_memory",
+    ),
+    (
+        "Poisson arrivals over 1000000 s",
+        TINY_TOML.replace('duration = "1ms"', 'duration = "1000000s"'),
+        "traffic[0].duration: about 8765522279 flows (Poisson arrivals at 8.766e3 per second "
+        "for 1000000s), about ",
+        "; shorten the duration or lower the load, or raise run.max_memory",
+    ),
+    (
+        "incast repeated 10^8 times",
+        HEAD + '[[traffic]]\nkind = "incast"\nreceiver = 0\nsenders = 2\n'
+        'total_size = "2MB"\nperiod = "1ms"\nrepeat = 100000000\n',
+        "traffic[0].repeat: about 200000000 flows (100000000 repetitions of 2 senders), about ",
+        "; lower repeat or senders, or raise run.max_memory",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"), [case[1:] for case in TOO_LARGE], ids=[c[0] for c in TOO_LARGE]
+)
+def test_specs_beyond_the_memory_limit_are_refused(
+    in_tmp: Path, text: str, start: str, end: str
+) -> None:
+    (in_tmp / "spec.toml").write_text(text)
+    for check in (pfcsim.validate, pfcsim.run):
+        with pytest.raises(pfcsim.SpecError) as caught:
+            check("spec.toml")
+        message = str(caught.value)
+        assert message.startswith(start), message
+        assert message.endswith(end), message
+        assert "above run.max_memory (unset: " in message, message
+
+
 def test_missing_spec_file(in_tmp: Path) -> None:
     with pytest.raises(pfcsim.SpecError) as caught:
         pfcsim.run("nope.toml")

@@ -8,11 +8,11 @@ use super::{
     faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, SetupError, Simulation, StopRule,
 };
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
-use crate::metrics::{OodHistogram, PortRecord};
+use crate::metrics::{FlowRecord, OodHistogram, PortRecord};
 use crate::mmu::{auto_headroom, Mmu, Threshold};
 use crate::packet::PacketArena;
 use crate::port::{NodeRef, PortState, CONTROL_PRIO, N_PRIO};
-use crate::topology::Topology;
+use crate::topology::{Shape, Topology};
 use crate::traffic::{describe_hosts, FlowSpec};
 use crate::transport::TransportKind;
 use crate::units::{Rate, Time};
@@ -249,6 +249,42 @@ impl Simulation {
         sim.lb_start();
         sim.host_lb_start();
         Ok(sim)
+    }
+}
+
+impl Simulation {
+    /// An estimate of the bytes a simulation of a fabric of shape `shape` holds besides its
+    /// flows: the hop distances from every node to every host computed by [`Simulation::new`]
+    /// and the switches' next hops towards every host (both grow with hosts × nodes and
+    /// dominate a large fabric), then the ports, switches and hosts. The schemes' own tables
+    /// and the packets in flight come on top. In floating point, so that any shape has one.
+    pub fn estimated_fabric_bytes(shape: &Shape) -> f64 {
+        let size = |bytes: usize| bytes as f64;
+        let hosts = shape.hosts as f64;
+        let switches = shape.switches as f64;
+        // `to_host`: a u32 hop distance per (host, node).
+        let distances = hosts * (hosts + switches) * size(std::mem::size_of::<u32>());
+        // An (offset, count) route per (switch, host), and at most one u16 next hop per
+        // (switch port facing another switch, host) and one more per host (at its ToR).
+        let routes = switches * hosts * size(std::mem::size_of::<(u32, u16)>())
+            + (2.0 * shape.switch_links as f64 + 1.0) * hosts * size(2);
+        // Both ends of every link, with their adjacency entries.
+        let ports = 2.0
+            * shape.links as f64
+            * size(std::mem::size_of::<PortState>() + std::mem::size_of::<(u32, usize)>());
+        let nodes = switches * size(std::mem::size_of::<Switch>())
+            + hosts * size(std::mem::size_of::<Host>());
+        distances + routes + ports + nodes
+    }
+
+    /// An estimate of the bytes one flow takes: its spec while the traffic is made (in a
+    /// generator's vector, grown by doubling, then in the run's), its state in the simulation
+    /// and its record in the results.
+    pub fn estimated_bytes_per_flow() -> f64 {
+        let bytes = 3 * std::mem::size_of::<FlowSpec>()
+            + std::mem::size_of::<FlowState>()
+            + std::mem::size_of::<FlowRecord>();
+        bytes as f64
     }
 }
 

@@ -1,6 +1,8 @@
-//! Bounded resources for any input: a spec whose run would take all of the machine's memory
-//! or could never finish is refused before anything large is built and before the simulation
-//! starts, with one message that names the key and the reason.
+//! Bounded resources for any input: a spec that would take more memory than a run may plan
+//! for (`run.max_memory`), or that could never finish, is refused before anything large is
+//! built and before the simulation starts, with one message that names the key, the estimate
+//! and the limit. Without these checks each spec here took all of the machine's memory (the
+//! allocator aborted the process) or ran without end.
 
 use crate::testing::{tiny, tiny_dir, to_text, TINY};
 use pfcsim_core::run::build_simulation;
@@ -39,6 +41,14 @@ fn with_topology(table: &str, replace: bool) -> String {
     to_text(&spec)
 }
 
+/// The tiny spec with its traffic replaced by the `[[traffic]]` entry `entry` (TOML keys) and
+/// `run` as the body of its `[run]` table.
+fn with_traffic(entry: &str, run: &str) -> String {
+    let mut spec = tiny();
+    spec.remove("traffic");
+    format!("{}\n[run]\n{run}\n[[traffic]]\n{entry}\n", to_text(&spec))
+}
+
 /// A file `name` with `text` in a folder of this test process, by absolute path.
 fn temp_file(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pfcsim-limits-{}", std::process::id()));
@@ -65,6 +75,64 @@ fn a_cdf_of_zero_sizes_is_refused() {
             )
         );
     }
+}
+
+/// Fabrics of billions of nodes or links were built (and their routing computed) before
+/// anything checked their size.
+#[test]
+fn fabrics_too_large_are_refused_before_they_are_built() {
+    let leaf_spine = |leaves: u64, spines: u64, hosts: u64| {
+        with_topology(
+            &format!("leaves = {leaves}\nspines = {spines}\nhosts_per_leaf = {hosts}"),
+            false,
+        )
+    };
+    let fat_tree = with_topology(
+        "kind = \"fat_tree\"\nk = 1000\nhost_link = { rate = \"100Gbps\", delay = \"1us\" }\n\
+         fabric_link = { rate = \"100Gbps\", delay = \"1us\" }",
+        true,
+    );
+    for (text, shape) in [
+        (
+            leaf_spine(2, 2_147_483_648, 2),
+            "4 hosts, 2147483650 switches and 4294967300 links (leaves = 2, spines = \
+             2147483648, hosts_per_leaf = 2)",
+        ),
+        (
+            leaf_spine(100_000, 2, 100_000),
+            "10000000000 hosts, 100002 switches and 10000200000 links (leaves = 100000, spines \
+             = 2, hosts_per_leaf = 100000)",
+        ),
+        (
+            fat_tree,
+            "250000000 hosts, 1250000 switches and 750000000 links (k = 1000)",
+        ),
+    ] {
+        let e = refusal(&text);
+        assert!(
+            e.starts_with(&format!("topology: a fabric of {shape}: about ")),
+            "{e}"
+        );
+        assert!(
+            e.contains(" to simulate, above run.max_memory (unset: ")
+                && e.ends_with("; make the fabric smaller, or raise run.max_memory"),
+            "{e}"
+        );
+    }
+    // Within the limit, the limit is what the message gives.
+    let e = refusal(&format!(
+        "{}\n[run]\nmax_memory = \"100KB\"\n",
+        leaf_spine(8, 8, 16)
+    ));
+    assert!(
+        e.starts_with("topology: a fabric of 128 hosts, 16 switches and 192 links")
+            && e.contains(" to simulate, above run.max_memory (100KB); "),
+        "{e}"
+    );
+    accepted(&format!(
+        "{}\n[run]\nmax_memory = \"1GB\"\n",
+        leaf_spine(8, 8, 16)
+    ));
 }
 
 /// An ns-3 topology file announcing four billion nodes for five links had them allocated
@@ -114,6 +182,60 @@ fn an_rto_below_the_base_rtt_is_refused() {
     }
     accepted(&rto("8356ns"));
     accepted(&rto("0s"));
+}
+
+/// Poisson traffic over a long duration and incasts repeated a hundred million times were
+/// generated in full, flow by flow, until the allocator gave up.
+#[test]
+fn traffic_too_large_is_refused_before_it_is_made() {
+    let poisson = |cdf: &str, duration: &str| {
+        format!("kind = \"poisson\"\ncdf = \"{cdf}\"\nload = 0.5\nduration = \"{duration}\"")
+    };
+    let e = refusal(&with_traffic(&poisson("web_search", "1000000s"), ""));
+    assert!(
+        e.starts_with(
+            "traffic[0].duration: about 14609203798 flows (Poisson arrivals at 1.461e4 per \
+             second for 1000000s), about "
+        ) && e.contains(" to simulate with the fabric, above run.max_memory (unset: ")
+            && e.ends_with("; shorten the duration or lower the load, or raise run.max_memory"),
+        "{e}"
+    );
+    // 6.1 million flows of 40 KB on average over 10 s, against a limit of 1 GB.
+    let e = refusal(&with_traffic(
+        &poisson("alistorage", "10s"),
+        "max_memory = \"1GB\"",
+    ));
+    assert!(
+        e.starts_with(
+            "traffic[0].duration: about 6116986 flows (Poisson arrivals at 6.117e5 per second \
+             for 10s), about "
+        ) && e.contains(
+            " to simulate with the fabric, above run.max_memory (1GB), which leaves \
+             room for about "
+        ),
+        "{e}"
+    );
+    let incast = "kind = \"incast\"\nreceiver = 0\nsenders = 2\ntotal_size = \"2MB\"\n\
+                  period = \"1ms\"\nrepeat = 100000000";
+    let e = refusal(&with_traffic(incast, ""));
+    assert!(
+        e.starts_with(
+            "traffic[0].repeat: about 200000000 flows (100000000 repetitions of 2 senders), \
+             about "
+        ) && e.ends_with("; lower repeat or senders, or raise run.max_memory"),
+        "{e}"
+    );
+    // What the first generator made counts against the second's room.
+    let room = with_traffic(
+        &format!(
+            "{}\n[[traffic]]\n{}",
+            poisson("alistorage", "100ms"),
+            incast
+        ),
+        "max_memory = \"1GB\"",
+    );
+    let e = refusal(&room);
+    assert!(e.starts_with("traffic[1].repeat: "), "{e}");
 }
 
 /// An array where a table belongs was read field by field, so `switch = []` stood for the
