@@ -6,6 +6,7 @@
 """
 
 import argparse
+import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -214,13 +215,24 @@ DEFAULT_METRICS = (
 )
 
 
+def _one_line(error: Exception) -> str:
+    """A DuckDB error on one line: its message without the quoted query that follows it."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    message = itertools.takewhile(lambda line: not line.startswith("LINE "), lines)
+    return " ".join(line for line in message if line)
+
+
 def _results(args: argparse.Namespace) -> None:
     """`pfcsim results`: one table per metric, or the result of a SQL query."""
+    import duckdb
     import pandas as pd
 
     store = pfcsim.open_store(args.store)
     if args.sql:
-        frame = store.sql(args.sql)
+        try:
+            frame = store.sql(args.sql)
+        except duckdb.Error as e:
+            raise ValueError(f"--sql: {_one_line(e)}") from None
         print(frame.to_csv(index=False) if args.csv else frame.to_string(index=False))
         return
     failed = sorted((store.path / "failed").glob("*.json"))
