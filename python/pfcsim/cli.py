@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         args.command(args)
-    except (pfcsim.SpecError, OSError, KeyError, ValueError) as e:
+    except (pfcsim.SpecError, pfcsim.IncompleteRunError, OSError, KeyError, ValueError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {message}", file=sys.stderr)
         return 2
@@ -164,7 +164,12 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> None:
     """`pfcsim run`: runs the spec, writes the run folder and prints the report."""
     out = args.out if args.out is not None else Path("runs") / args.spec.stem
-    results = pfcsim.run(args.spec, out=out, progress=not args.quiet)
+    try:
+        results = pfcsim.run(args.spec, out=out, progress=not args.quiet)
+    except pfcsim.IncompleteRunError as e:
+        # What the run measured is written: report it, then the error.
+        print(e.results.report())
+        raise
     print(results.report())
 
 

@@ -118,6 +118,20 @@ def test_specs_too_large_are_refused_within_2_gib(tmp_path: Path) -> None:
         assert done.stderr.count("\n") == 1, (name, done.stderr)
 
 
+def test_a_guard_ends_the_run_with_the_report_then_an_error(tiny_file: Path) -> None:
+    tiny_file.write_text(tiny_file.read_text() + '\n[run]\nmax_sim_time = "100us"\n')
+    done = cli("run", "-q", "spec.toml", "-o", "out", cwd=tiny_file.parent)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        'error: run.max_sim_time ("100us"): the run reached it, at 0.100000 ms of simulated '
+        "time, with "
+    )
+    assert done.stderr.count("\n") == 1
+    assert done.stdout.splitlines()[-2].startswith('incomplete: run.max_sim_time ("100us")')
+    assert done.stdout.splitlines()[-1] == "results in out"
+    assert "incomplete" in (tiny_file.parent / "out" / "stats.json").read_text()
+
+
 def test_an_unwritable_run_folder_exits_2(tiny_file: Path) -> None:
     (tiny_file.parent / "taken").write_text("a file, not a folder")
     done = cli("run", "-q", "spec.toml", "-o", "taken", cwd=tiny_file.parent)

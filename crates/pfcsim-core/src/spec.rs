@@ -100,6 +100,14 @@ pub struct RunSpec {
     /// `crate::budget`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_memory: Option<Bytes>,
+    /// The most events the run may process; a run that reaches it stops there, its results
+    /// marked incomplete (unset: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_events: Option<u64>,
+    /// The latest simulated time the run may reach; a run still going there (before
+    /// `stop_at`) stops, its results marked incomplete (unset: no limit but `stop_at`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sim_time: Option<Time>,
 }
 
 crate::tagged::table!(RunSpec);
@@ -117,6 +125,8 @@ impl Default for RunSpec {
             ],
             monitor_limit: None,
             max_memory: None,
+            max_events: None,
+            max_sim_time: None,
         }
     }
 }
@@ -185,6 +195,14 @@ impl Spec {
         if b.windows(2).any(|w| w[0] >= w[1]) {
             return err(
                 "run.size_buckets: bounds must increase (e.g. [\"10KB\", \"100KB\", \"1MB\"])",
+            );
+        }
+        if self.run.max_events == Some(0) {
+            return err("run.max_events: must be at least 1, or left out for no limit");
+        }
+        if self.run.max_sim_time == Some(Time::ZERO) {
+            return err(
+                "run.max_sim_time: must be above 0 (e.g. \"100ms\"), or left out for no limit",
             );
         }
         crate::monitor::validate(&self.monitors)?;

@@ -50,7 +50,7 @@ use crate::port::PortState;
 use crate::units::Time;
 
 pub use config::{CcConfig, FabricConfig};
-pub use events::StopRule;
+pub use events::{Guards, StopRule};
 pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
 pub use switch::{
@@ -115,6 +115,8 @@ pub struct Simulation {
     all_finished: bool,
     cfg: FabricConfig,
     stop: StopRule,
+    /// Limits that end the run early, marked incomplete (none by default).
+    guards: Guards,
     /// Start of the first flow: time averages are taken from here.
     measure_from: Time,
     bytes_offered: u64,

@@ -5,7 +5,8 @@
 use super::host::{ideal_fct, FlowState, Host};
 use super::switch::{Switch, SwitchConfig};
 use super::{
-    faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, SetupError, Simulation, StopRule,
+    faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, Guards, SetupError, Simulation,
+    StopRule,
 };
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::metrics::{FlowRecord, OodHistogram, PortRecord};
@@ -180,6 +181,7 @@ impl Simulation {
             all_finished: false,
             cfg,
             stop,
+            guards: Guards::default(),
             measure_from: Time::ZERO,
             bytes_offered: 0,
             bytes_delivered: 0,

@@ -5,8 +5,10 @@
 //! allocator aborted the process) or ran without end.
 
 use crate::testing::{tiny, tiny_dir, to_text, TINY};
-use pfcsim_core::run::build_simulation;
+use pfcsim_core::run::{build_simulation, run_scenario};
+use pfcsim_core::sim::RunOutput;
 use pfcsim_core::spec::{Scenario, Spec};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 /// The message the spec `text` is refused with, at reading, preparation or setup (it must be
@@ -256,4 +258,68 @@ fn an_array_where_a_table_belongs_is_refused() {
         e,
         "s.toml (line 8): topology.host_link: invalid type: sequence, expected a table"
     );
+}
+
+/// Runs the tiny spec with `run` as the body of its `[run]` table.
+fn run_tiny(run: &str) -> RunOutput {
+    let text = format!("{TINY}\n[run]\n{run}\n");
+    let spec = Spec::from_toml(&text, "s.toml").unwrap_or_else(|e| panic!("{e}"));
+    let sc = Scenario::prepare(spec, &tiny_dir()).unwrap_or_else(|e| panic!("{e}"));
+    run_scenario(sc, &mut |_| ControlFlow::Continue(())).unwrap()
+}
+
+/// `run.max_events` and `run.max_sim_time` end a run that goes on too long where they say,
+/// with its results up to there and the reason in `incomplete`; a guard the run does not
+/// reach changes nothing.
+#[test]
+fn guards_end_a_run_early_and_mark_it_incomplete() {
+    let whole = run_tiny("");
+    assert_eq!(whole.stats.incomplete, None);
+    assert_eq!(whole.stats.flows_finished, 14);
+
+    let by_events = run_tiny("max_events = 1000");
+    assert_eq!(by_events.stats.events, 1000);
+    assert!(by_events.stats.flows_finished < 14);
+    let reason = by_events.stats.incomplete.clone().unwrap();
+    assert!(
+        reason.starts_with("run.max_events (1000): the run stopped after 1000 events, at ")
+            && reason.ends_with(
+                " flows finished; what it measured up to there is in the results, marked \
+                 incomplete; raise run.max_events if the run needs more, or look for what \
+                 keeps it going (a retransmission storm, a PFC deadlock)"
+            ),
+        "{reason}"
+    );
+
+    let by_time = run_tiny("max_sim_time = \"100us\"");
+    assert_eq!(by_time.stats.end_ps, 100_000_000);
+    let reason = by_time.stats.incomplete.clone().unwrap();
+    assert!(
+        reason.starts_with(
+            "run.max_sim_time (\"100us\"): the run reached it, at 0.100000 ms of simulated \
+             time, with "
+        ),
+        "{reason}"
+    );
+
+    // Guards beyond the run's end: the same run, complete.
+    for run in ["max_events = 100000000", "max_sim_time = \"10s\""] {
+        let out = run_tiny(run);
+        assert_eq!(out.stats.incomplete, None, "{run}");
+        assert_eq!(out.stats.fingerprint, whole.stats.fingerprint, "{run}");
+        assert_eq!(out.stats.events, whole.stats.events, "{run}");
+    }
+    for (run, message) in [
+        (
+            "max_events = 0",
+            "s.toml: run.max_events: must be at least 1, or left out for no limit",
+        ),
+        (
+            "max_sim_time = \"0s\"",
+            "s.toml: run.max_sim_time: must be above 0 (e.g. \"100ms\"), or left out for no \
+             limit",
+        ),
+    ] {
+        assert_eq!(refusal(&format!("{TINY}\n[run]\n{run}\n")), message);
+    }
 }
