@@ -11,19 +11,21 @@ its results as pandas or polars DataFrames:
 `sweep` runs a base spec over grids of keys into a results store (`open_store` queries it with
 DuckDB or DataFrames); `validate` checks a spec without running it; `schemes` and `workloads`
 list the load-balancing schemes and the shipped flow-size distributions. Every problem with a
-spec raises `SpecError`.
+spec raises `SpecError`; a run that a guard of its `[run]` table ended early raises
+`IncompleteRunError`, which holds what it measured.
 """
 
 from importlib.metadata import version
 
 from pfcsim._core import SpecError
-from pfcsim.api import open_store, run, schemes, sweep, validate, workloads
+from pfcsim.api import IncompleteRunError, open_store, run, schemes, sweep, validate, workloads
 from pfcsim.results import Results
 from pfcsim.store import Store
 from pfcsim.sweep import SweepReport
 
 __version__ = version("pfcsim")
 __all__ = [
+    "IncompleteRunError",
     "Results",
     "SpecError",
     "Store",

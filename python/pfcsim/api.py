@@ -39,6 +39,20 @@ from pfcsim.sweep import (
 ProgressCallback = Callable[[float], object]
 
 
+class IncompleteRunError(RuntimeError):
+    """A run that a guard of its `[run]` table (`max_events`, `max_sim_time`) ended early.
+
+    The message says which guard, where the run stood and what to do; `results` holds what
+    the run measured up to there (its run folder is written, with `stats["incomplete"]`).
+    """
+
+    def __init__(self, results: Results) -> None:
+        """The error of the incomplete run `results`."""
+        super().__init__(results.stats["incomplete"])
+        #: What the run measured before the guard ended it.
+        self.results = results
+
+
 def run(
     spec: SpecLike,
     *,
@@ -57,15 +71,20 @@ def run(
 
     The simulation runs with the GIL released, so other Python threads keep running. Raises
     `SpecError` for a spec that is invalid or cannot be read, `OSError` if the run folder
-    cannot be written; an exception raised by the progress callable (or Ctrl-C) abandons the
-    run and propagates.
+    cannot be written, and `IncompleteRunError` (holding the results so far) if a guard of
+    `[run]` (`max_events`, `max_sim_time`) ended the run; an exception raised by the progress
+    callable (or Ctrl-C) abandons the run and propagates.
     """
     source = load_spec(spec, base_dir)
     scenario = _core.prepare(source.text, source.origin, str(source.base_dir), source.line_numbers)
     if progress is True:
         with _arrival_bar(scenario.info, source.origin) as callback:
-            return _run_prepared(scenario, out, callback)
-    return _run_prepared(scenario, out, progress or None)
+            results = _run_prepared(scenario, out, callback)
+    else:
+        results = _run_prepared(scenario, out, progress or None)
+    if "incomplete" in results.stats:
+        raise IncompleteRunError(results)
+    return results
 
 
 def sweep(

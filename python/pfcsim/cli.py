@@ -6,6 +6,7 @@
 """
 
 import argparse
+import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         args.command(args)
-    except (pfcsim.SpecError, OSError, KeyError, ValueError) as e:
+    except (pfcsim.SpecError, pfcsim.IncompleteRunError, OSError, KeyError, ValueError) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {message}", file=sys.stderr)
         return 2
@@ -163,7 +164,12 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> None:
     """`pfcsim run`: runs the spec, writes the run folder and prints the report."""
     out = args.out if args.out is not None else Path("runs") / args.spec.stem
-    results = pfcsim.run(args.spec, out=out, progress=not args.quiet)
+    try:
+        results = pfcsim.run(args.spec, out=out, progress=not args.quiet)
+    except pfcsim.IncompleteRunError as e:
+        # What the run measured is written: report it, then the error.
+        print(e.results.report())
+        raise
     print(results.report())
 
 
@@ -214,13 +220,24 @@ DEFAULT_METRICS = (
 )
 
 
+def _one_line(error: Exception) -> str:
+    """A DuckDB error on one line: its message without the quoted query that follows it."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    message = itertools.takewhile(lambda line: not line.startswith("LINE "), lines)
+    return " ".join(line for line in message if line)
+
+
 def _results(args: argparse.Namespace) -> None:
     """`pfcsim results`: one table per metric, or the result of a SQL query."""
+    import duckdb
     import pandas as pd
 
     store = pfcsim.open_store(args.store)
     if args.sql:
-        frame = store.sql(args.sql)
+        try:
+            frame = store.sql(args.sql)
+        except duckdb.Error as e:
+            raise ValueError(f"--sql: {_one_line(e)}") from None
         print(frame.to_csv(index=False) if args.csv else frame.to_string(index=False))
         return
     failed = sorted((store.path / "failed").glob("*.json"))

@@ -210,7 +210,8 @@ class Results:
         and PFC rates (out-of-order ratio, out-of-order degree p50/p99/max, PFC pause rate and
         PAUSE frames per port per second; runs of older versions lack them), the coflows
         finished, ACCT and stalled-flow ratio (runs with coflows), the simulated and
-        wall time, the fingerprint and the run folder.
+        wall time, the fingerprint, why the run is incomplete (a guard of `[run]` ended it)
+        and the run folder.
         """
         s = self.stats
         flows, ports = self._tables["flows"], self._tables["ports"]
@@ -232,6 +233,8 @@ class Results:
             f"fingerprint {self.fingerprint}"
             + (f"  peak packets in flight {self.peak_packets}" if self.peak_packets else ""),
         ]
+        if "incomplete" in s:
+            lines.append(f"incomplete: {s['incomplete']}")
         if self.path is not None:
             lines.append(f"results in {self.path}")
         return "\n".join(lines)

@@ -62,6 +62,29 @@ def test_flows_that_did_not_finish_have_nulls(tiny_dict: dict[str, Any]) -> None
     assert res.flows_pl["fct_ps"].null_count() == unfinished
 
 
+def test_a_guard_ends_the_run_with_an_error_holding_the_results(
+    tiny_dict: dict[str, Any], tmp_path: Path
+) -> None:
+    tiny_dict["run"] = {"max_events": 1000}
+    out = tmp_path / "run"
+    with pytest.raises(pfcsim.IncompleteRunError) as caught:
+        pfcsim.run(tiny_dict, out=out)
+    message = str(caught.value)
+    assert message.startswith("run.max_events (1000): the run stopped after 1000 events, at ")
+    res = caught.value.results
+    assert res.stats["events"] == 1000
+    assert res.stats["incomplete"] == message
+    assert res.stats["flows_finished"] < res.stats["flows_total"]
+    assert pfcsim.Results.from_folder(out).stats == res.stats
+    assert f"incomplete: {message}" in res.report()
+    # Not reached, a guard changes nothing.
+    tiny_dict["run"] = {"max_events": 10**9, "max_sim_time": "10s"}
+    guarded = pfcsim.run(tiny_dict)
+    assert "incomplete" not in guarded.stats
+    del tiny_dict["run"]
+    assert guarded.fingerprint == pfcsim.run(tiny_dict).fingerprint
+
+
 def test_same_spec_same_fingerprint_other_seed_other_fingerprint(
     tiny_dict: dict[str, Any],
 ) -> None:

@@ -25,6 +25,11 @@ FILES = {
     "split.topo": "4 2 2\n2 3\n0 2 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n",
     # The tiny fabric has hosts 0..=3.
     "far.flows": "2\n0 1 3 10000 0.000001\n0 7 3 10000 0.000002\n",
+    # Every flow would be 0 bytes.
+    "zero.cdf": "0 0\n0 1\n",
+    # Four billion nodes announced for 2 switches and 5 links.
+    "huge.topo": "4000000000 2 5\n2 3\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n"
+    "2 3 100Gbps 1000ns 0\n4 3 100Gbps 1000ns 0\n5 3 100Gbps 1000ns 0\n",
 }
 
 #: (test id, spec text, exact message). The spec file is `spec.toml` in the current folder.
@@ -157,6 +162,32 @@ BAD_SPECS = [
         "after 0.2, expected probabilities that never decrease",
     ),
     (
+        "CDF of zero sizes",
+        TINY_TOML.replace('"web_search"', '"zero.cdf"'),
+        "traffic[0].cdf: zero.cdf: CDF line 2: all of the probability is at size 0, so the mean "
+        "flow size is 0 bytes, expected sizes above 0",
+    ),
+    (
+        "ns-3 node count beyond the links",
+        '[topology]\nkind = "ns3_file"\npath = "huge.topo"\n\n[[traffic]]' + TRAFFIC,
+        "topology.path: huge.topo: topology line 1: node count 4000000000 is more than 2 "
+        "switches and 5 links can make (every host has exactly one link), expected at most 7 "
+        "nodes",
+    ),
+    (
+        "array for a table",
+        "switch = []\n" + TINY_TOML,
+        "spec.toml (line 1): switch: invalid type: sequence, expected a table",
+    ),
+    (
+        "RTO below the base RTT",
+        TINY_TOML + '\n[nic]\nrto = "1ps"\n',
+        "nic.rto: 1ps is not above the base RTT of flow 0 (host 1 to host 2), 8.356us: a full "
+        "packet out and its ACK back on the idle path; every packet would time out before its "
+        "ACK could arrive, and be sent again without end; give a timeout well above it "
+        '(default "4ms"), or "0s" for none',
+    ),
+    (
         "disconnected ns-3 topology",
         '[topology]\nkind = "ns3_file"\npath = "split.topo"\n\n[[traffic]]' + TRAFFIC,
         "topology.path: split.topo: the topology is disconnected: host 1 cannot be reached "
@@ -242,6 +273,52 @@ def test_dict_values_toml_cannot_hold_are_named_by_key_path() -> None:
         "<dict>: traffic[0].load: set {0.3} is not a spec value; use a string, number, bool, "
         "list or dict"
     )
+
+
+#: (test id, spec text, start of the message, its end): specs whose runs would take more
+#: memory than they may plan for; the estimate between start and end depends on the sizes of
+#: the simulator's structures, and the default limit on the machine.
+TOO_LARGE = [
+    (
+        "leaf-spine of 10^10 hosts",
+        TINY_TOML.replace("leaves = 2", "leaves = 100000").replace(
+            "hosts_per_leaf = 2", "hosts_per_leaf = 100000"
+        ),
+        "topology: a fabric of 10000000000 hosts, 100002 switches and 10000200000 links "
+        "(leaves = 100000, spines = 2, hosts_per_leaf = 100000): about ",
+        "; make the fabric smaller, or raise run.max_memory",
+    ),
+    (
+        "Poisson arrivals over 1000000 s",
+        TINY_TOML.replace('duration = "1ms"', 'duration = "1000000s"'),
+        "traffic[0].duration: about 8765522279 flows (Poisson arrivals at 8.766e3 per second "
+        "for 1000000s), about ",
+        "; shorten the duration or lower the load, or raise run.max_memory",
+    ),
+    (
+        "incast repeated 10^8 times",
+        HEAD + '[[traffic]]\nkind = "incast"\nreceiver = 0\nsenders = 2\n'
+        'total_size = "2MB"\nperiod = "1ms"\nrepeat = 100000000\n',
+        "traffic[0].repeat: about 200000000 flows (100000000 repetitions of 2 senders), about ",
+        "; lower repeat or senders, or raise run.max_memory",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"), [case[1:] for case in TOO_LARGE], ids=[c[0] for c in TOO_LARGE]
+)
+def test_specs_beyond_the_memory_limit_are_refused(
+    in_tmp: Path, text: str, start: str, end: str
+) -> None:
+    (in_tmp / "spec.toml").write_text(text)
+    for check in (pfcsim.validate, pfcsim.run):
+        with pytest.raises(pfcsim.SpecError) as caught:
+            check("spec.toml")
+        message = str(caught.value)
+        assert message.startswith(start), message
+        assert message.endswith(end), message
+        assert "above run.max_memory (unset: " in message, message
 
 
 def test_missing_spec_file(in_tmp: Path) -> None:

@@ -86,6 +86,52 @@ def test_errors_exit_2_without_traceback(tiny_file: Path, command: str) -> None:
     assert bad.stdout == ""
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS is enforced on Linux")
+def test_specs_too_large_are_refused_within_2_gib(tmp_path: Path) -> None:
+    # Under a 2 GiB address-space limit, specs whose runs would not fit (or never end) are
+    # refused with one error line, not an allocation failure, a hang or a traceback.
+    import resource
+
+    from test_bad_specs import BAD_SPECS, FILES, TOO_LARGE
+
+    def two_gib() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text)
+    chosen = {"CDF of zero sizes", "ns-3 node count beyond the links", "RTO below the base RTT"}
+    cases = [case[:2] for case in TOO_LARGE] + [c[:2] for c in BAD_SPECS if c[0] in chosen]
+    assert len(cases) == len(TOO_LARGE) + len(chosen)
+    for name, text in cases:
+        (tmp_path / "spec.toml").write_text(text)
+        done = subprocess.run(
+            [pfcsim_command(), "run", "-q", "spec.toml"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+            preexec_fn=two_gib,
+        )
+        assert done.returncode == 2, (name, done.stderr)
+        assert done.stderr.startswith("error: "), (name, done.stderr)
+        assert done.stderr.count("\n") == 1, (name, done.stderr)
+
+
+def test_a_guard_ends_the_run_with_the_report_then_an_error(tiny_file: Path) -> None:
+    tiny_file.write_text(tiny_file.read_text() + '\n[run]\nmax_sim_time = "100us"\n')
+    done = cli("run", "-q", "spec.toml", "-o", "out", cwd=tiny_file.parent)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        'error: run.max_sim_time ("100us"): the run reached it, at 0.100000 ms of simulated '
+        "time, with "
+    )
+    assert done.stderr.count("\n") == 1
+    assert done.stdout.splitlines()[-2].startswith('incomplete: run.max_sim_time ("100us")')
+    assert done.stdout.splitlines()[-1] == "results in out"
+    assert "incomplete" in (tiny_file.parent / "out" / "stats.json").read_text()
+
+
 def test_an_unwritable_run_folder_exits_2(tiny_file: Path) -> None:
     (tiny_file.parent / "taken").write_text("a file, not a folder")
     done = cli("run", "-q", "spec.toml", "-o", "taken", cwd=tiny_file.parent)

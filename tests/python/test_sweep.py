@@ -466,6 +466,15 @@ def test_results_command_prints_a_table_per_metric(store: pfcsim.Store, tmp_path
     assert header.split() == ["scheme", "ecmp", "rps"]
     sql = cli("results", str(store.path), "--sql", "SELECT count(*) AS n FROM runs", cwd=tmp_path)
     assert sql.stdout.split() == ["n", "8"]
+    # A bad query is one error line, not DuckDB's traceback.
+    for query, message in (
+        ("SELEC 1", 'error: --sql: Parser Error: syntax error at or near "SELEC"\n'),
+        ("SELECT * FROM nope", "error: --sql: Catalog Error: Table with name nope does not "),
+    ):
+        bad_sql = cli("results", str(store.path), "--sql", query, cwd=tmp_path)
+        assert bad_sql.returncode == 2
+        assert bad_sql.stderr.startswith(message), bad_sql.stderr
+        assert bad_sql.stderr.count("\n") == 1, bad_sql.stderr
     bad = cli("results", str(store.path), "-m", "nope", cwd=tmp_path)
     assert bad.returncode == 2
     assert "error: no column 'nope' in the runs table" in bad.stderr

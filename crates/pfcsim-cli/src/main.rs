@@ -166,7 +166,11 @@ fn run(path: &Path, out: Option<PathBuf>, quiet: bool) -> Result<(), String> {
         s.fingerprint, output.peak_packets
     );
     println!("results in {}", out_dir.display());
-    Ok(())
+    // A guard of [run] ended the run early: the results are written, and the run failed.
+    match &s.incomplete {
+        Some(reason) => Err(reason.clone()),
+        None => Ok(()),
+    }
 }
 
 /// Peak resident memory of this process (Linux), e.g. "41.2 MB".

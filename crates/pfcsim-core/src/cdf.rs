@@ -62,6 +62,12 @@ pub enum CdfError {
     /// The last cumulative probability is not 1.
     #[error("CDF line {line}: last cumulative probability is {prob}, expected 1 (within 1e-9)")]
     LastNotOne { line: usize, prob: f64 },
+    /// Every size with any probability is 0 bytes: the mean flow size is 0, and a load could
+    /// only be offered by infinitely many flows.
+    #[error(
+        "CDF line {line}: all of the probability is at size 0, so the mean flow size is 0 bytes, expected sizes above 0"
+    )]
+    ZeroMean { line: usize },
 }
 
 /// How far the last cumulative probability may be from 1 (rounding in published tables).
@@ -145,10 +151,14 @@ impl FlowSizeCdf {
             });
         }
         last.1 = 1.0;
-        Ok(FlowSizeCdf {
+        let cdf = FlowSizeCdf {
             name: name.to_string(),
             points,
-        })
+        };
+        if cdf.mean() <= 0.0 {
+            return Err(CdfError::ZeroMean { line: last_line });
+        }
+        Ok(cdf)
     }
 
     /// One of the tables shipped with pfcsim (see [`FlowSizeCdf::builtin_names`]), or `None`
@@ -323,7 +333,21 @@ mod tests {
         assert_eq!(c.sample(0.0), 1);
         assert_eq!(c.sample(-1.0), 1);
         assert_eq!(c.sample(f64::NAN), 1);
-        assert_eq!(cdf("0 1").sample(0.5), 1);
+        assert_eq!(cdf("0 0.5\n0.4 1").sample(0.5), 1);
+    }
+
+    /// A table whose sizes are all 0 has a mean of 0: the Poisson generator's arrival rate
+    /// (load over mean size) would be infinite, and it made flows without end.
+    #[test]
+    fn rejects_a_table_whose_mean_is_zero() {
+        let expected = |line| {
+            format!("CDF line {line}: all of the probability is at size 0, so the mean flow size is 0 bytes, expected sizes above 0")
+        };
+        assert_eq!(error("0 1"), expected(1));
+        assert_eq!(error("0 0\n0 1\n"), expected(2));
+        // Sizes above 0 that no probability reaches do not help.
+        assert_eq!(error("0 0\n0 1\n100 1\n"), expected(3));
+        assert!(cdf("0 0.999\n1 1").mean() > 0.0);
     }
 
     #[test]

@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["mmu"],
     &["lb"],
     &["sim"],
+    &["budget"],
     &["spec"],
     &["run"],
     &["layers"],

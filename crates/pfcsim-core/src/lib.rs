@@ -14,8 +14,11 @@
 //! * [`mmu`], [`dcqcn`], [`lb`]: the switch buffer/PFC model, congestion control, and the
 //!   load-balancing schemes;
 //! * [`sim`]: the fabric simulation that ties them together;
+//! * [`budget`]: the memory a run may plan for (`run.max_memory`), checked against estimates
+//!   of the fabric and the flows before they are built;
 //! * [`spec`]: the validated TOML scenario format; [`run`]: spec in, results out;
 //! * [`output`]: how a run is written (Parquet) and summarized.
+pub mod budget;
 pub mod cdf;
 pub mod check;
 pub mod dcqcn;

@@ -343,6 +343,11 @@ pub struct RunStats {
     /// of `coflows.parquet`). Written to `stats.json` as top-level keys.
     #[serde(flatten)]
     pub coflows: Option<CoflowStats>,
+    /// Why the run stopped early, if a guard of `[run]` (`max_events`, `max_sim_time`) ended
+    /// it: the key, where the run stood and what to do. Everything else measures the run up to
+    /// that point. Written to `stats.json` only in such runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
     /// Hash of the event trajectory: equal for equal specs and seeds.
     pub fingerprint: u64,
 }

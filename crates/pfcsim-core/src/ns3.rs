@@ -4,7 +4,9 @@
 //!
 //! - Topology: line 1 `<nodes> <switches> <links>`, line 2 the switch ids, then one line per
 //!   link `<a> <b> <rate> <delay> <error_rate>` such as `0 128 100Gbps 1000ns 0`. Lines after
-//!   the links are free text and ignored.
+//!   the links are free text and ignored. The node count may not exceed the switches and links
+//!   together (every host has exactly one link), so that no count the file cannot back sizes
+//!   anything.
 //! - Flows: line 1 the number of flows, then one flow per line, either
 //!   `<src> <dst> <priority> <size_bytes> <start_seconds>` (conweave-ns3) or
 //!   `<src> <dst> <priority> <dport> <size_bytes> <start_seconds>` (HPCC).
@@ -122,6 +124,16 @@ pub enum Ns3Error {
     /// A link connects a node to itself.
     #[error("topology line {line}: link from node {node} to itself, expected two different nodes")]
     SelfLoop { line: usize, node: u32 },
+    /// The node count of the header is more than its switches and links can make: every
+    /// node that is not a switch is a host, with exactly one link.
+    #[error("topology line {line}: node count {nodes} is more than {switches} switches and {links} links can make (every host has exactly one link), expected at most {most} nodes")]
+    TooManyNodes {
+        line: usize,
+        nodes: u32,
+        switches: usize,
+        links: usize,
+        most: u64,
+    },
     /// A flow is sent from a host to itself.
     #[error("flow file line {line}: source and destination are both node {node}, expected two different hosts")]
     SelfFlow { line: usize, node: u32 },
@@ -178,6 +190,19 @@ pub fn parse_topology(text: &str) -> Result<Ns3Topology, Ns3Error> {
             rate,
             delay,
             error_rate,
+        });
+    }
+    // The node count is checked only now, against the lines read, so that an error in them
+    // is reported first; a node count the file cannot back is refused before anything is
+    // sized by it.
+    let most = switch_count as u64 + link_count as u64;
+    if u64::from(nodes) > most {
+        return Err(Ns3Error::TooManyNodes {
+            line: header.line,
+            nodes,
+            switches: switch_count,
+            links: link_count,
+            most,
         });
     }
     // Whatever follows the links is free text.
@@ -587,6 +612,21 @@ mod tests {
             topology_error("3 0 4000000000\n"),
             "topology line 2: file ends, expected link 1 of 4000000000"
         );
+    }
+
+    /// A node count the switches and links cannot back is refused before anything is sized
+    /// by it (four billion nodes were allocated for five links).
+    #[test]
+    fn a_node_count_beyond_the_links_is_an_error() {
+        let links = "0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n2 3 100Gbps 1000ns 0\n\
+                     4 3 100Gbps 1000ns 0\n5 3 100Gbps 1000ns 0\n";
+        assert_eq!(
+            topology_error(&format!("4000000000 2 5\n2 3\n{links}")),
+            "topology line 1: node count 4000000000 is more than 2 switches and 5 links can make \
+             (every host has exactly one link), expected at most 7 nodes"
+        );
+        let t = parse_topology(&format!("6 2 5\n2 3\n{links}")).unwrap();
+        assert_eq!((t.nodes, t.links.len()), (6, 5));
     }
 
     #[test]

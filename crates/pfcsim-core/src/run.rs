@@ -15,15 +15,19 @@ use crate::output::writers::{
     write_monitor_parquet, write_ports_parquet, write_reorder_parquet, write_summary_parquet,
     OutputError,
 };
-use crate::sim::{RunOutput, Simulation};
+use crate::sim::{Guards, RunOutput, Simulation};
 use crate::spec::{Scenario, Spec, SpecError};
 use crate::units::Time;
 use std::ops::ControlFlow;
 use std::path::Path;
 
 /// Sets up the simulation of a prepared scenario, catching what only the full fabric
-/// reveals (such as a buffer too small for its headroom).
+/// reveals (such as a buffer too small for its headroom), with the guards of its `[run]`.
 pub fn build_simulation(sc: Scenario) -> Result<Simulation, SpecError> {
+    let guards = Guards {
+        max_events: sc.spec.run.max_events,
+        max_sim_time: sc.spec.run.max_sim_time,
+    };
     let sim =
         Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop).map_err(|e| {
             SpecError {
@@ -32,7 +36,8 @@ pub fn build_simulation(sc: Scenario) -> Result<Simulation, SpecError> {
         })?;
     Ok(sim
         .with_faults(&sc.topology, sc.faults)
-        .with_monitors(sc.monitors))
+        .with_monitors(sc.monitors)
+        .with_guards(guards))
 }
 
 /// Sets up and runs a prepared scenario; `progress` may stop it (see [`Simulation::run`]).

@@ -9,6 +9,7 @@
 //! [`Spec::resolved_toml`] gives the spec with every default filled in; it is saved next to
 //! every result.
 
+use crate::budget::MemoryLimit;
 use crate::cdf::FlowSizeCdf;
 use crate::faults::{FaultSpec, ScheduledFault};
 use crate::lb::LbConfig;
@@ -83,7 +84,7 @@ fn default_seed() -> u64 {
 
 /// `[run]`: when to stop and how to summarize.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct RunSpec {
     /// Hard stop in simulated time. Unset: 1 s after the last flow starts.
     pub stop_at: Option<Time>,
@@ -94,7 +95,22 @@ pub struct RunSpec {
     /// The most bytes the monitors may write (unset: `monitor::DEFAULT_LIMIT`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub monitor_limit: Option<Bytes>,
+    /// The most memory the run may plan for, checked against estimates of the fabric and the
+    /// flows before they are built (unset: half of the memory the process may use; see
+    /// `crate::budget`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_memory: Option<Bytes>,
+    /// The most events the run may process; a run that reaches it stops there, its results
+    /// marked incomplete (unset: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_events: Option<u64>,
+    /// The latest simulated time the run may reach; a run still going there (before
+    /// `stop_at`) stops, its results marked incomplete (unset: no limit but `stop_at`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sim_time: Option<Time>,
 }
+
+crate::tagged::table!(RunSpec);
 
 impl Default for RunSpec {
     fn default() -> Self {
@@ -108,6 +124,9 @@ impl Default for RunSpec {
                 Bytes(10_000_000),
             ],
             monitor_limit: None,
+            max_memory: None,
+            max_events: None,
+            max_sim_time: None,
         }
     }
 }
@@ -178,6 +197,14 @@ impl Spec {
                 "run.size_buckets: bounds must increase (e.g. [\"10KB\", \"100KB\", \"1MB\"])",
             );
         }
+        if self.run.max_events == Some(0) {
+            return err("run.max_events: must be at least 1, or left out for no limit");
+        }
+        if self.run.max_sim_time == Some(Time::ZERO) {
+            return err(
+                "run.max_sim_time: must be above 0 (e.g. \"100ms\"), or left out for no limit",
+            );
+        }
         crate::monitor::validate(&self.monitors)?;
         Ok(())
     }
@@ -233,10 +260,19 @@ impl Scenario {
             std::fs::read_to_string(&full)
                 .map_err(|e| format!("cannot read {}: {e}", full.display()))
         };
+        // The fabric is checked against the memory limit before it is built (a topology file
+        // once it is read: its size is its own), and the flows before they are made.
+        let limit = MemoryLimit::new(spec.run.max_memory);
+        let loopbacks = spec.switch.loopback.is_some();
+        let size_keys = spec.topology.size_keys();
+        if let Some(shape) = spec.topology.shape(loopbacks) {
+            limit.check_fabric("topology", &size_keys, &shape)?;
+        }
         let mut topology = spec.topology.build(spec.seed, &read)?;
         if let Some(lo) = &spec.switch.loopback {
             topology = topology.with_loopbacks(lo.rate, lo.delay);
         }
+        let budget = limit.check_fabric("topology", &size_keys, &topology.shape())?;
         let load_cdf = |name: &str| -> Result<FlowSizeCdf, String> {
             if let Some(c) = FlowSizeCdf::builtin(name) {
                 return Ok(c);
@@ -250,12 +286,6 @@ impl Scenario {
             let text = read(name)?;
             FlowSizeCdf::parse(name, &text).map_err(|e| format!("{name}: {e}"))
         };
-        let ctx = TrafficContext {
-            topo: &topology,
-            seed: spec.seed,
-            load_cdf: &load_cdf,
-            read_file: &read,
-        };
         if spec.traffic.len() > u16::MAX as usize {
             return err("traffic: more than 65,535 [[traffic]] entries; merge scripted flows into fewer entries");
         }
@@ -263,6 +293,15 @@ impl Scenario {
         // Coflows are numbered over the run: a generator's follow the previous ones'.
         let mut coflows = 0u32;
         for (i, t) in spec.traffic.iter().enumerate() {
+            // What the flows of the generators before leave of the budget.
+            let left = budget.with_max_flows(budget.max_flows.saturating_sub(flows.len() as u64));
+            let ctx = TrafficContext {
+                topo: &topology,
+                seed: spec.seed,
+                load_cdf: &load_cdf,
+                read_file: &read,
+                budget: &left,
+            };
             let mut made = t
                 .generate(i, &ctx)
                 .map_err(|e| SpecError { message: e.0 })?;

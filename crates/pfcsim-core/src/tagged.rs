@@ -11,6 +11,10 @@
 //! read from the rest of the table with its key path tracked. Adding a variant to such an
 //! enum needs nothing more.
 //!
+//! The plain tables (`[switch]`, `[nic]`, `[run]`, `host_link`, ...) are structs read with
+//! [`table!`], which refuses an array where serde's derived structs would read one field by
+//! field.
+//!
 //! An error from inside a table travels to [`crate::spec::Spec::from_toml`] in the message
 //! of a serde error, as `MARK path MARK offset MARK message` ([`split_located`] takes it
 //! apart), since a deserializer error cannot carry a path or a span of our own.
@@ -43,6 +47,69 @@ macro_rules! internally_tagged {
     };
 }
 pub(crate) use internally_tagged;
+
+/// Implements `Serialize` and `Deserialize` of structs written as tables, from their derived
+/// inherent functions (each struct has `#[serde(remote = "Self")]`), so that they are read
+/// from a table only. serde's derived structs also read an array, field by field in order,
+/// which let `switch = []` stand for `[switch]` with every default and
+/// `host_link = ["100Gbps", "1us"]` for the table.
+macro_rules! table {
+    ($($ty:ty),* $(,)?) => {$(
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                <$ty>::serialize(self, serializer)
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                <$ty>::deserialize($crate::tagged::TableOnly(deserializer))
+            }
+        }
+    )*};
+}
+pub(crate) use table;
+
+/// A deserializer that hands a struct's visitor only tables (see [`table!`]).
+pub(crate) struct TableOnly<D>(pub D);
+
+impl<'de, D: de::Deserializer<'de>> de::Deserializer<'de> for TableOnly<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_any(NoArray(visitor))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_struct(name, fields, NoArray(visitor))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// A struct's visitor that takes a table and refuses everything else, an array included:
+/// "invalid type: sequence, expected a table".
+struct NoArray<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for NoArray<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a table")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(map)
+    }
+}
 
 /// A key path and a byte offset in the spec text, for an error found inside a tagged table.
 fn located<E: de::Error>(path: &str, offset: Option<usize>, message: impl Display) -> E {

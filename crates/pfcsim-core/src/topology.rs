@@ -52,26 +52,84 @@ pub enum TopologyError {
     NodeOutOfRange { index: usize, node: u32, nodes: u32 },
 }
 
+/// The size of a fabric, known before it is built ([`TopologySpec::shape`]) or after
+/// ([`Topology::shape`]): what the memory estimate of a run is computed from and what the
+/// limits of node, link and port numbering are checked against. Counts are 64-bit (and
+/// saturate), so that any spec's values fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub hosts: u64,
+    pub switches: u64,
+    /// Every link: host links, switch-to-switch links and loopbacks.
+    pub links: u64,
+    /// Links between two different switches.
+    pub switch_links: u64,
+    /// The most ports of one node (a loopback link gives its switch two).
+    pub max_ports: u64,
+}
+
+/// The most ports a node may have: a node's ports are numbered in 16 bits.
+pub const MAX_PORTS_PER_NODE: u64 = 1 << 16;
+
+impl Shape {
+    /// Nodes, hosts and switches together.
+    pub fn nodes(&self) -> u64 {
+        self.hosts.saturating_add(self.switches)
+    }
+
+    /// Checks the fabric against the widths of its numbering: node ids and port ids are 32-bit
+    /// (`u32::MAX` is kept as "none"), a node's own ports 16-bit. The message says which limit
+    /// is exceeded and by how much.
+    pub fn check_numbering(&self) -> Result<(), String> {
+        let max_ids = u64::from(u32::MAX) - 1;
+        if self.nodes() > max_ids {
+            return Err(format!(
+                "{} nodes, more than the {max_ids} that 32-bit node ids can number",
+                self.nodes()
+            ));
+        }
+        if self.links.saturating_mul(2) > max_ids {
+            return Err(format!(
+                "{} links, more than the {} whose {} ports 32-bit port ids can number",
+                self.links,
+                max_ids / 2,
+                max_ids / 2 * 2
+            ));
+        }
+        if self.max_ports > MAX_PORTS_PER_NODE {
+            return Err(format!(
+                "a node with {} ports, more than the {MAX_PORTS_PER_NODE} a node may have",
+                self.max_ports
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A link's rate and propagation delay.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct LinkSpec {
     pub rate: Rate,
     pub delay: Time,
 }
 
+crate::tagged::table!(LinkSpec);
+
 /// Fabric-link parameters of a leaf-spine: the rate may instead follow from
 /// `oversubscription`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct FabricLinkSpec {
     pub rate: Option<Rate>,
     pub delay: Time,
 }
 
+crate::tagged::table!(FabricLinkSpec);
+
 /// One leaf-spine link with other parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct LinkOverride {
     pub leaf: u32,
     pub spine: u32,
@@ -79,13 +137,17 @@ pub struct LinkOverride {
     pub delay: Option<Time>,
 }
 
+crate::tagged::table!(LinkOverride);
+
 /// Degrade a random fraction of the leaf-spine links (chosen by the seed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct Degrade {
     pub fraction: f64,
     pub rate: Rate,
 }
+
+crate::tagged::table!(Degrade);
 
 /// `[topology]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -139,7 +201,7 @@ impl TopologySpec {
                         return Err(format!("topology.{key}: must be at least 1"));
                     }
                 }
-                if leaves * hosts_per_leaf < 2 {
+                if u64::from(*leaves) * u64::from(*hosts_per_leaf) < 2 {
                     return Err(
                         "topology: a fabric needs at least 2 hosts; raise leaves or hosts_per_leaf"
                             .into(),
@@ -184,6 +246,61 @@ impl TopologySpec {
             TopologySpec::Ns3File { .. } => {}
         }
         Ok(())
+    }
+
+    /// The shape of the fabric this spec builds, without building it (`loopbacks`: with a
+    /// loopback link on every switch, `[switch.loopback]`). `None` for a topology file, whose
+    /// shape is known once it is read.
+    pub fn shape(&self, loopbacks: bool) -> Option<Shape> {
+        let (hosts, switches, switch_links, max_ports) = match self {
+            TopologySpec::LeafSpine {
+                leaves,
+                spines,
+                hosts_per_leaf,
+                ..
+            } => {
+                let (l, s, h) = (
+                    u64::from(*leaves),
+                    u64::from(*spines),
+                    u64::from(*hosts_per_leaf),
+                );
+                (l * h, l + s, l * s, (h + s).max(l))
+            }
+            TopologySpec::FatTree { k, .. } => {
+                let (k, half) = (u64::from(*k), u64::from(k / 2));
+                // k pods of half edge and half aggregation switches, half^2 cores; every edge
+                // and every core switch has k ports, as has every aggregation switch.
+                let hosts = k.saturating_mul(half).saturating_mul(half);
+                let switches = (2 * k * half).saturating_add(half * half);
+                (hosts, switches, hosts.saturating_mul(2), k)
+            }
+            TopologySpec::Ns3File { .. } => return None,
+        };
+        let (loop_links, loop_ports) = if loopbacks { (switches, 2) } else { (0, 0) };
+        Some(Shape {
+            hosts,
+            switches,
+            links: hosts
+                .saturating_add(switch_links)
+                .saturating_add(loop_links),
+            switch_links,
+            max_ports: max_ports + loop_ports,
+        })
+    }
+
+    /// The values that size the fabric, for messages: `leaves = 4, spines = 4,
+    /// hosts_per_leaf = 8`, `k = 8`, or the topology file.
+    pub fn size_keys(&self) -> String {
+        match self {
+            TopologySpec::LeafSpine {
+                leaves,
+                spines,
+                hosts_per_leaf,
+                ..
+            } => format!("leaves = {leaves}, spines = {spines}, hosts_per_leaf = {hosts_per_leaf}"),
+            TopologySpec::FatTree { k, .. } => format!("k = {k}"),
+            TopologySpec::Ns3File { path } => format!("path = {path:?}"),
+        }
     }
 
     /// Builds the topology; `seed` draws the degraded links, `read` reads a topology file
@@ -596,6 +713,27 @@ impl Topology {
 
     pub fn nodes(&self) -> usize {
         self.is_switch.len()
+    }
+
+    /// The fabric's [`Shape`].
+    pub fn shape(&self) -> Shape {
+        let mut ports = vec![0u64; self.nodes()];
+        let mut switch_links = 0;
+        for l in &self.links {
+            ports[l.a as usize] += 1;
+            ports[l.b as usize] += 1;
+            if l.a != l.b && self.is_switch[l.a as usize] && self.is_switch[l.b as usize] {
+                switch_links += 1;
+            }
+        }
+        let hosts = self.hosts.len() as u64;
+        Shape {
+            hosts,
+            switches: self.nodes() as u64 - hosts,
+            links: self.links.len() as u64,
+            switch_links,
+            max_ports: ports.into_iter().max().unwrap_or(0),
+        }
     }
 
     /// Neighbour lists: for each node, `(peer, link index)` in link order.

@@ -25,7 +25,7 @@ use crate::check::check_range;
 use crate::engine::{rng_stream, StreamKind};
 use crate::topology::Topology;
 use crate::transport::TransportKind;
-use crate::units::{Bytes, Time};
+use crate::units::{human_bytes, Bytes, Time};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -161,7 +161,7 @@ pub struct ScriptedSpec {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct ScriptedFlow {
     pub src: u32,
     pub dst: u32,
@@ -179,6 +179,8 @@ pub struct ScriptedFlow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coflow: Option<u32>,
 }
+
+crate::tagged::table!(ScriptedFlow);
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,6 +205,82 @@ pub struct TrafficContext<'a> {
     pub load_cdf: &'a dyn Fn(&str) -> Result<FlowSizeCdf, String>,
     /// Reads a flow file.
     pub read_file: &'a dyn Fn(&str) -> Result<String, String>,
+    /// How many flows the generator may make.
+    pub budget: &'a FlowBudget,
+}
+
+/// How many flows a generator may make: what the run's memory limit leaves for flows once
+/// the fabric is counted (`crate::budget`), less the flows of the generators before it. A
+/// generator estimates its flows before making any and refuses more than this (naming its
+/// key, the estimate and the limit), and stops with the same refusal if it makes more than
+/// it estimated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowBudget {
+    /// The most flows the generator may make (below 2^32 - 1 in any case: flow ids are 32-bit
+    /// and the largest is kept as "none").
+    pub max_flows: u64,
+    /// The estimated bytes of one flow, for messages.
+    pub bytes_per_flow: f64,
+    /// The estimated bytes of the fabric, for messages.
+    pub fabric_bytes: f64,
+    /// The limit, as a message names it: `run.max_memory (4GB)`.
+    pub limit: String,
+}
+
+impl FlowBudget {
+    /// No limit but the width of flow ids.
+    pub fn unlimited() -> FlowBudget {
+        FlowBudget {
+            max_flows: u64::from(u32::MAX) - 1,
+            bytes_per_flow: 0.0,
+            fabric_bytes: 0.0,
+            limit: "32-bit flow ids".into(),
+        }
+    }
+
+    /// The same budget with `max_flows` flows left.
+    pub fn with_max_flows(&self, max_flows: u64) -> FlowBudget {
+        FlowBudget {
+            max_flows,
+            ..self.clone()
+        }
+    }
+
+    /// Checks an estimate of `flows` flows (made as `how` says) of the spec key `key`;
+    /// `fix` says what to change besides the limit.
+    fn check(&self, key: &str, flows: f64, how: &str, fix: &str) -> Result<(), TrafficError> {
+        // Written so that a NaN estimate is refused too.
+        if flows <= self.max_flows as f64 {
+            return Ok(());
+        }
+        Err(self.refuse(key, &format!("about {flows:.0} flows ({how})"), flows, fix))
+    }
+
+    /// Stops a generator that has made `made` flows of the spec key `key` when it would make
+    /// one more than its budget (an estimate can fall short).
+    fn check_made(&self, key: &str, made: usize, fix: &str) -> Result<(), TrafficError> {
+        if (made as u64) < self.max_flows {
+            return Ok(());
+        }
+        let more = self.max_flows as f64 + 1.0;
+        Err(self.refuse(
+            key,
+            &format!("more than {} flows", self.max_flows),
+            more,
+            fix,
+        ))
+    }
+
+    fn refuse(&self, key: &str, count: &str, flows: f64, fix: &str) -> TrafficError {
+        let bytes = self.fabric_bytes + flows * self.bytes_per_flow;
+        TrafficError(format!(
+            "{key}: {count}, about {} to simulate with the fabric, above {}, which leaves room \
+             for about {} more flows; {fix}, or raise run.max_memory",
+            human_bytes(bytes),
+            self.limit,
+            self.max_flows
+        ))
+    }
 }
 
 impl TrafficSpec {
@@ -282,6 +360,19 @@ impl TrafficSpec {
                     check_cross_tor(topo, &key)?;
                 }
                 let per_second = p.load * capacity / (8.0 * cdf.mean());
+                let (duration_key, fix) = (
+                    format!("{key}.duration"),
+                    "shorten the duration or lower the load",
+                );
+                ctx.budget.check(
+                    &duration_key,
+                    per_second * p.duration.as_secs_f64(),
+                    &format!(
+                        "Poisson arrivals at {per_second:.3e} per second for {}",
+                        p.duration
+                    ),
+                    fix,
+                )?;
                 let mean_gap_ps = 1e12 / per_second;
                 let end = p.start + p.duration;
                 let mut t = p.start.ps() as f64;
@@ -293,6 +384,7 @@ impl TrafficSpec {
                     if t >= end.ps() as f64 {
                         break;
                     }
+                    ctx.budget.check_made(&duration_key, flows.len(), fix)?;
                     let (src, dst) = random_pair(topo, p.cross_tor_only, &mut rng);
                     let size = cdf.sample(rng.gen());
                     flows.push(flow(src, dst, size, Time(t as u64), p.priority, "poisson"));
@@ -329,6 +421,12 @@ impl TrafficSpec {
                         s.repeat
                     )));
                 }
+                ctx.budget.check(
+                    &format!("{key}.repeat"),
+                    f64::from(s.repeat) * f64::from(s.senders),
+                    &format!("{} repetitions of {} senders", s.repeat, s.senders),
+                    "lower repeat or senders",
+                )?;
                 let mut flows = Vec::new();
                 for r in 0..s.repeat as u64 {
                     let start = Time(s.start.ps() + r * s.period.ps());
@@ -398,6 +496,12 @@ impl TrafficSpec {
                     .map_err(|e| TrafficError(format!("{key}.path: {e}")))?;
                 let parsed = crate::ns3::parse_flows(&text)
                     .map_err(|e| TrafficError(format!("{key}.path: {}: {e}", f.path)))?;
+                ctx.budget.check(
+                    &format!("{key}.path"),
+                    parsed.len() as f64,
+                    &format!("the flows of {}", f.path),
+                    "use a shorter flow file",
+                )?;
                 let mut flows = Vec::with_capacity(parsed.len());
                 for (i, fl) in parsed.iter().enumerate() {
                     for (what, node) in [("source", fl.src), ("destination", fl.dst)] {
@@ -497,12 +601,17 @@ mod tests {
         ))
     }
 
+    /// The budget of the unit tests' generators: no limit but the width of flow ids.
+    pub(super) static UNLIMITED: std::sync::LazyLock<FlowBudget> =
+        std::sync::LazyLock::new(FlowBudget::unlimited);
+
     fn ctx(t: &Topology) -> TrafficContext<'_> {
         TrafficContext {
             topo: t,
             seed: 1,
             load_cdf: &|name| FlowSizeCdf::builtin(name).ok_or_else(|| format!("no {name}")),
             read_file: &|p| Err(format!("no file {p}")),
+            budget: &UNLIMITED,
         }
     }
 
@@ -534,6 +643,44 @@ mod tests {
         assert!(flows.windows(2).all(|w| w[0].start <= w[1].start));
         let same = poisson(0.25, LoadOf::Host).generate(0, &ctx(&t)).unwrap();
         assert_eq!(same, flows, "core 0.5 = host 0.25 at 2:1");
+    }
+
+    /// The flows a generator may make are checked before it makes any (by its estimate) and
+    /// as it makes them (the count of a Poisson process can exceed its mean).
+    #[test]
+    fn generators_keep_to_their_budget() {
+        let t = topo();
+        let spec = poisson(0.5, LoadOf::Core);
+        assert_eq!(spec.generate(0, &ctx(&t)).unwrap().len(), 98_228);
+        let budget = FlowBudget {
+            max_flows: 90_000,
+            bytes_per_flow: 1000.0,
+            fabric_bytes: 1e6,
+            limit: "run.max_memory (91MB)".into(),
+        };
+        let refused = |max_flows| {
+            let budget = budget.with_max_flows(max_flows);
+            let c = TrafficContext {
+                budget: &budget,
+                ..ctx(&t)
+            };
+            spec.generate(3, &c).unwrap_err().0
+        };
+        // The estimate, 97,872 flows, is over 90,000.
+        assert_eq!(
+            refused(90_000),
+            "traffic[3].duration: about 97872 flows (Poisson arrivals at 9.787e6 per second for \
+             10ms), about 98.9 MB to simulate with the fabric, above run.max_memory (91MB), \
+             which leaves room for about 90000 more flows; shorten the duration or lower the \
+             load, or raise run.max_memory"
+        );
+        // The estimate is not, the flows are.
+        assert_eq!(
+            refused(98_000),
+            "traffic[3].duration: more than 98000 flows, about 99.0 MB to simulate with the \
+             fabric, above run.max_memory (91MB), which leaves room for about 98000 more flows; \
+             shorten the duration or lower the load, or raise run.max_memory"
+        );
     }
 
     #[test]

@@ -25,12 +25,14 @@ pub enum TransportKind {
 
 /// The `[transport]` table.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct TransportConfig {
     /// Transport of the flows whose `[[traffic]]` entry does not name one.
     pub kind: TransportKind,
     pub tcp: TcpConfig,
 }
+
+crate::tagged::table!(TransportConfig);
 
 impl TransportConfig {
     /// The default table (every flow RoCE, TCP's defaults): left out of a resolved spec.
@@ -63,7 +65,7 @@ pub enum TcpCc {
 /// load-balancing simulations (DCTCP paper, Hermes and CONGA ns-3 setups); see
 /// `docs/transport-tcp.md` for the sources.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct TcpConfig {
     pub cc: TcpCc,
     /// Maximum segment size, payload bytes per data packet (1460 B: a 1500 B IP MTU less 40 B
@@ -91,6 +93,8 @@ pub struct TcpConfig {
     /// DCTCP's gain g of the moving average of the marked fraction (1/16, DCTCP paper).
     pub dctcp_g: f64,
 }
+
+crate::tagged::table!(TcpConfig);
 
 impl Default for TcpConfig {
     fn default() -> Self {

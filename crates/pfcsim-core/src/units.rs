@@ -296,6 +296,23 @@ impl fmt::Display for Bytes {
     }
 }
 
+/// A number of bytes in decimal units with one decimal, for messages (`"12.3 GB"`); a
+/// float, so that estimates of any size print.
+pub fn human_bytes(bytes: f64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB", "PB", "EB"];
+    let mut value = bytes;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < units.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{value:.0} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
+
 macro_rules! serde_via_string {
     ($ty:ty, $expect:literal) => {
         impl Serialize for $ty {
@@ -386,5 +403,12 @@ mod tests {
         // Rounds up to the next picosecond.
         assert_eq!(Rate(3).tx_time(1), Time(2_666_666_666_667));
         assert_eq!(Rate::gbps(100).bytes_in(Time::from_us(1)), 12_500);
+    }
+
+    #[test]
+    fn human_bytes_in_decimal_units() {
+        assert_eq!(human_bytes(512.0), "512 B");
+        assert_eq!(human_bytes(12_345_678_901.0), "12.3 GB");
+        assert_eq!(human_bytes(4e17), "400.0 PB");
     }
 }

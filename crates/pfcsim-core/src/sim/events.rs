@@ -68,21 +68,64 @@ pub struct StopRule {
     pub when_flows_done: bool,
 }
 
+/// Limits that end a run before its stop rule when it goes on longer than it should (a
+/// retransmission storm, a PFC deadlock, a spec that asks for more than was meant): the run
+/// stops at the limit, its results measure it up to there, and `RunStats::incomplete` says
+/// which limit ended it. Unset, nothing is checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Guards {
+    /// The most events the run may process (`run.max_events`).
+    pub max_events: Option<u64>,
+    /// The latest simulated time the run may reach (`run.max_sim_time`); unlike the stop
+    /// rule's time, reaching it before the stop rule ends the run marks it incomplete.
+    pub max_sim_time: Option<Time>,
+}
+
+/// Which guard ended a run.
+#[derive(Clone, Copy, Debug)]
+enum Guard {
+    MaxEvents,
+    MaxSimTime,
+}
+
+/// Events between two calls of the progress callback.
+const PROGRESS_EVERY: u64 = 1 << 18;
+
 impl Simulation {
+    /// Sets the run's guards.
+    pub fn with_guards(mut self, guards: Guards) -> Simulation {
+        self.guards = guards;
+        self
+    }
+
     /// Runs to the stop rule.
     pub fn run_to_end(self) -> RunOutput {
         self.run(&mut |_| ControlFlow::Continue(()))
     }
 
-    /// Runs to the stop rule; `progress(now)` is called every 2^18 events and at the end. If
-    /// it returns `Break`, the run stops there and its output is marked `interrupted`.
+    /// Runs to the stop rule or a guard; `progress(now)` is called every 2^18 events and at
+    /// the end. If it returns `Break`, the run stops there and its output is marked
+    /// `interrupted`; a guard that ends the run says so in `RunStats::incomplete`.
     pub fn run(mut self, progress: &mut dyn FnMut(Time) -> ControlFlow<()>) -> RunOutput {
         let wall = std::time::Instant::now();
         let mut interrupted = false;
+        // The guards: the run stops at `horizon` (the stop rule's time, or the guard's if it
+        // is earlier) and after `max_events` events.
+        let time_guard = self.guards.max_sim_time.filter(|&t| t < self.stop.at);
+        let horizon = time_guard.unwrap_or(self.stop.at);
+        let max_events = self.guards.max_events.unwrap_or(u64::MAX);
+        // The counts of events at which to report progress next, and to look at all (one
+        // comparison per event, as the progress check alone made).
+        let mut next_progress = PROGRESS_EVERY;
+        let mut next_check = next_progress.min(max_events);
+        let mut stopped_by = None;
 
         while let Some((t, ev)) = self.events.pop() {
-            if t > self.stop.at {
-                self.now = self.stop.at;
+            if t > horizon {
+                self.now = horizon;
+                if time_guard.is_some() {
+                    stopped_by = Some(Guard::MaxSimTime);
+                }
                 break;
             }
             if let Event::Monitor(i) = ev {
@@ -94,9 +137,21 @@ impl Simulation {
             self.events_done += 1;
             self.fingerprint.add(t, ev.code());
             self.handle(ev);
-            if self.events_done & ((1 << 18) - 1) == 0 && progress(self.now).is_break() {
-                interrupted = true;
-                break;
+            if self.events_done == next_check {
+                let done = self.stop.when_flows_done && self.all_finished;
+                if self.events_done == max_events && !done {
+                    stopped_by = Some(Guard::MaxEvents);
+                    break;
+                }
+                if self.events_done == next_progress {
+                    if progress(self.now).is_break() {
+                        interrupted = true;
+                        break;
+                    }
+                    next_progress += PROGRESS_EVERY;
+                }
+                // Past `max_events` only if every flow finished: the loop ends below.
+                next_check = next_progress.min(max_events);
             }
             if self.stop.when_flows_done && self.all_finished {
                 break;
@@ -105,9 +160,37 @@ impl Simulation {
         if !interrupted {
             interrupted = progress(self.now).is_break();
         }
+        let incomplete = stopped_by.map(|guard| self.incomplete(guard));
         let mut out = self.finish(wall.elapsed().as_secs_f64());
         out.interrupted = interrupted;
+        out.stats.incomplete = incomplete;
         out
+    }
+
+    /// What a run that `guard` ended says: the key and its value, where the run stood and
+    /// what to do.
+    fn incomplete(&self, guard: Guard) -> String {
+        let (key, limit, reached) = match guard {
+            Guard::MaxEvents => (
+                "max_events",
+                self.guards.max_events.unwrap_or_default().to_string(),
+                format!("stopped after {} events", self.events_done),
+            ),
+            Guard::MaxSimTime => (
+                "max_sim_time",
+                format!("\"{}\"", self.guards.max_sim_time.unwrap_or_default()),
+                "reached it".to_string(),
+            ),
+        };
+        format!(
+            "run.{key} ({limit}): the run {reached}, at {:.6} ms of simulated time, with {} of {} \
+             flows finished; what it measured up to there is in the results, marked incomplete; \
+             raise run.{key} if the run needs more, or look for what keeps it going (a \
+             retransmission storm, a PFC deadlock)",
+            self.now.as_secs_f64() * 1e3,
+            self.flows_finished,
+            self.flows.len()
+        )
     }
 
     /// Runs the next event (tests that watch the state between events); `None` when no

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 /// NIC and transport parameters (`[nic]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct NicConfig {
     /// Payload bytes per data packet (both references: 1000 B).
     pub payload: Bytes,
@@ -49,6 +49,8 @@ pub struct NicConfig {
     /// Every NACK carries the CNP flag (ConWeave: true; HPCC: only if CE-marked).
     pub cnp_on_nack: bool,
 }
+
+crate::tagged::table!(NicConfig);
 
 impl Default for NicConfig {
     fn default() -> Self {

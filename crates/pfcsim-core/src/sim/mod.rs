@@ -50,7 +50,7 @@ use crate::port::PortState;
 use crate::units::Time;
 
 pub use config::{CcConfig, FabricConfig};
-pub use events::StopRule;
+pub use events::{Guards, StopRule};
 pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
 pub use switch::{
@@ -78,6 +78,14 @@ pub enum SetupError {
     EmptyFlow { index: usize },
     #[error("flow {index}: priority {priority} is out of range; data priorities are 1..=7 (0 is the control class)")]
     BadPriority { index: usize, priority: u8 },
+    #[error("nic.rto: {rto} is not above the base RTT of flow {index} (host {src} to host {dst}), {:.3}us: a full packet out and its ACK back on the idle path; every packet would time out before its ACK could arrive, and be sent again without end; give a timeout well above it (default \"4ms\"), or \"0s\" for none", rtt.as_secs_f64() * 1e6)]
+    RtoBelowRtt {
+        rto: Time,
+        rtt: Time,
+        index: usize,
+        src: u32,
+        dst: u32,
+    },
     #[error("switch {node}: scheme \"{scheme}\" recirculates packets but the switch has no loopback link; add [switch.loopback] (e.g. rate = \"40Gbps\", delay = \"500ns\") or set lb.recirculation = false")]
     NoLoopback { node: u32, scheme: &'static str },
     #[error("switch {node}: the buffer ({buffer} B) leaves no shared pool after its ports' headroom and reserve ({set_aside} B); raise switch.buffer or lower switch.pfc.headroom")]
@@ -107,6 +115,8 @@ pub struct Simulation {
     all_finished: bool,
     cfg: FabricConfig,
     stop: StopRule,
+    /// Limits that end the run early, marked incomplete (none by default).
+    guards: Guards,
     /// Start of the first flow: time averages are taken from here.
     measure_from: Time,
     bytes_offered: u64,

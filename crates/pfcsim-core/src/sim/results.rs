@@ -142,6 +142,7 @@ impl Simulation {
             pfc_pause_rate,
             pfc_pauses_per_port_s,
             coflows: coflow_stats(&coflows),
+            incomplete: None,
             fingerprint: self.fingerprint.value(),
         };
         RunOutput {

@@ -5,15 +5,17 @@
 use super::host::{ideal_fct, FlowState, Host};
 use super::switch::{Switch, SwitchConfig};
 use super::{
-    faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, SetupError, Simulation, StopRule,
+    faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, Guards, SetupError, Simulation,
+    StopRule,
 };
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
-use crate::metrics::{OodHistogram, PortRecord};
+use crate::metrics::{FlowRecord, OodHistogram, PortRecord};
 use crate::mmu::{auto_headroom, Mmu, Threshold};
 use crate::packet::PacketArena;
 use crate::port::{NodeRef, PortState, CONTROL_PRIO, N_PRIO};
-use crate::topology::Topology;
+use crate::topology::{Shape, Topology};
 use crate::traffic::{describe_hosts, FlowSpec};
+use crate::transport::TransportKind;
 use crate::units::{Rate, Time};
 
 impl Simulation {
@@ -129,18 +131,38 @@ impl Simulation {
             }
         }
         flows.sort_by_key(|f| f.start);
+        // The longest base RTT of a RoCE flow, with the flow: the NIC's timeout must exceed it.
+        let mut longest_rtt: Option<(Time, usize, u32, u32)> = None;
         let flows: Vec<FlowState> = flows
             .into_iter()
             .enumerate()
             .map(|(i, f)| {
                 let dist = &to_host[host_index[f.dst as usize] as usize];
                 let path = representative_path(topo, &adj, dist, f.src, f.dst);
-                let wire = cfg.wire_of(cfg.transport_of(f.generator));
+                let transport = cfg.transport_of(f.generator);
+                let wire = cfg.wire_of(transport);
                 let ideal = ideal_fct(f.size, &path, &wire);
+                if transport == TransportKind::Roce && cfg.nic.rto != Time::ZERO {
+                    let rtt = ideal_fct(wire.payload.0, &path, &wire);
+                    if !matches!(longest_rtt, Some((longest, ..)) if longest >= rtt) {
+                        longest_rtt = Some((rtt, i, f.src, f.dst));
+                    }
+                }
                 let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate;
                 FlowState::new(i as u32, f, ideal, line, &cfg.cc)
             })
             .collect();
+        if let Some((rtt, index, src, dst)) = longest_rtt {
+            if cfg.nic.rto <= rtt {
+                return Err(SetupError::RtoBelowRtt {
+                    rto: cfg.nic.rto,
+                    rtt,
+                    index,
+                    src,
+                    dst,
+                });
+            }
+        }
 
         let mut sim = Simulation {
             now: Time::ZERO,
@@ -159,6 +181,7 @@ impl Simulation {
             all_finished: false,
             cfg,
             stop,
+            guards: Guards::default(),
             measure_from: Time::ZERO,
             bytes_offered: 0,
             bytes_delivered: 0,
@@ -228,6 +251,42 @@ impl Simulation {
         sim.lb_start();
         sim.host_lb_start();
         Ok(sim)
+    }
+}
+
+impl Simulation {
+    /// An estimate of the bytes a simulation of a fabric of shape `shape` holds besides its
+    /// flows: the hop distances from every node to every host computed by [`Simulation::new`]
+    /// and the switches' next hops towards every host (both grow with hosts × nodes and
+    /// dominate a large fabric), then the ports, switches and hosts. The schemes' own tables
+    /// and the packets in flight come on top. In floating point, so that any shape has one.
+    pub fn estimated_fabric_bytes(shape: &Shape) -> f64 {
+        let size = |bytes: usize| bytes as f64;
+        let hosts = shape.hosts as f64;
+        let switches = shape.switches as f64;
+        // `to_host`: a u32 hop distance per (host, node).
+        let distances = hosts * (hosts + switches) * size(std::mem::size_of::<u32>());
+        // An (offset, count) route per (switch, host), and at most one u16 next hop per
+        // (switch port facing another switch, host) and one more per host (at its ToR).
+        let routes = switches * hosts * size(std::mem::size_of::<(u32, u16)>())
+            + (2.0 * shape.switch_links as f64 + 1.0) * hosts * size(2);
+        // Both ends of every link, with their adjacency entries.
+        let ports = 2.0
+            * shape.links as f64
+            * size(std::mem::size_of::<PortState>() + std::mem::size_of::<(u32, usize)>());
+        let nodes = switches * size(std::mem::size_of::<Switch>())
+            + hosts * size(std::mem::size_of::<Host>());
+        distances + routes + ports + nodes
+    }
+
+    /// An estimate of the bytes one flow takes: its spec while the traffic is made (in a
+    /// generator's vector, grown by doubling, then in the run's), its state in the simulation
+    /// and its record in the results.
+    pub fn estimated_bytes_per_flow() -> f64 {
+        let bytes = 3 * std::mem::size_of::<FlowSpec>()
+            + std::mem::size_of::<FlowState>()
+            + std::mem::size_of::<FlowRecord>();
+        bytes as f64
     }
 }
 

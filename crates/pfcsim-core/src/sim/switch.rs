@@ -27,7 +27,7 @@ use std::ops::Range;
 
 /// Switch parameters (the `[switch]` table of a spec).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct SwitchConfig {
     /// Shared buffer per switch (ConWeave R1: 9 MB).
     pub buffer: Bytes,
@@ -47,6 +47,8 @@ pub struct SwitchConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub egress_limit: Option<EgressLimit>,
 }
+
+crate::tagged::table!(SwitchConfig);
 
 /// A drop-tail limit of an egress queue (`switch.egress_limit`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,15 +75,17 @@ impl Default for SwitchConfig {
 
 /// A switch's loopback link (`[switch.loopback]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct LoopbackConfig {
     pub rate: Rate,
     pub delay: Time,
 }
 
+crate::tagged::table!(LoopbackConfig);
+
 /// PFC parameters (`[switch.pfc]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct PfcConfig {
     /// PFC on (lossless) or off (lossy: drops on overflow).
     pub enabled: bool,
@@ -99,6 +103,8 @@ pub struct PfcConfig {
     pub headroom: Option<Bytes>,
 }
 
+crate::tagged::table!(PfcConfig);
+
 impl Default for PfcConfig {
     fn default() -> Self {
         PfcConfig {
@@ -114,7 +120,7 @@ impl Default for PfcConfig {
 
 /// RED/ECN marking parameters (`[switch.ecn]`), applied per egress queue at dequeue.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct EcnConfig {
     pub enabled: bool,
     /// Below Kmin nothing is marked (ConWeave: 100 KB for every link speed).
@@ -126,6 +132,8 @@ pub struct EcnConfig {
     /// Other values for links of a given rate.
     pub per_rate: Vec<EcnRateOverride>,
 }
+
+crate::tagged::table!(EcnConfig);
 
 impl Default for EcnConfig {
     fn default() -> Self {
@@ -141,13 +149,15 @@ impl Default for EcnConfig {
 
 /// RED parameters for links of one rate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct EcnRateOverride {
     pub rate: Rate,
     pub kmin: Bytes,
     pub kmax: Bytes,
     pub pmax: f64,
 }
+
+crate::tagged::table!(EcnRateOverride);
 
 impl EcnConfig {
     /// (kmin, kmax, pmax) for an egress of `rate`; kmin = u64::MAX when marking is off.

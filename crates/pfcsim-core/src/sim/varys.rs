@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 /// `[coflow]`: how coflows are scheduled, beside any `[lb]` scheme.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct CoflowConfig {
     /// `"none"`: every flow at its congestion control's rate; `"varys"`: Varys's rates.
     pub scheduler: Scheduler,
@@ -48,6 +48,8 @@ pub struct CoflowConfig {
     /// simulator has it).
     pub work_conserving: bool,
 }
+
+crate::tagged::table!(CoflowConfig);
 
 impl Default for CoflowConfig {
     fn default() -> Self {

@@ -376,6 +376,7 @@ impl CoflowSpec {
             let u: f64 = rng.gen();
             -mean_gap_ps.expect("a Poisson arrival has lambda") * (1.0 - u).ln()
         };
+        let (count_key, fix) = self.check_budget(&key, ctx)?;
         let mut flows = Vec::new();
         for c in 0u32.. {
             if self.coflows.is_some_and(|n| c >= n) {
@@ -391,6 +392,7 @@ impl CoflowSpec {
             }
             let n = rng.gen_range(lo..=hi);
             for k in 0..n {
+                ctx.budget.check_made(&count_key, flows.len(), fix)?;
                 if k > 0 && self.arrival == Arrival::PoissonFlow {
                     t += exp_gap(rng);
                 }
@@ -422,6 +424,42 @@ impl CoflowSpec {
             }
         }
         Ok(flows)
+    }
+}
+
+impl CoflowSpec {
+    /// Estimates the flows of the entry at `key` (checked by `check`) and checks them against
+    /// the budget; the key the count depends on and what to change, for a refusal while the
+    /// flows are made.
+    fn check_budget(
+        &self,
+        key: &str,
+        ctx: &TrafficContext,
+    ) -> Result<(String, &'static str), TrafficError> {
+        let (lo, hi) = self.flows_per_coflow.bounds();
+        let per_coflow = (f64::from(lo) + f64::from(hi)) / 2.0;
+        let (field, fix) = match self.coflows {
+            Some(_) => ("coflows", "lower coflows or flows_per_coflow"),
+            None => ("duration", "shorten the duration or lower lambda"),
+        };
+        let (flows, how) = match (self.coflows, self.duration, self.lambda) {
+            (Some(n), _, _) => (
+                f64::from(n) * per_coflow,
+                format!("{n} coflows of {per_coflow} flows on average"),
+            ),
+            (None, Some(d), Some(l)) => {
+                let arrivals = l.per_ps() * d.ps() as f64;
+                let flows = match self.arrival {
+                    Arrival::PoissonFlow => arrivals,
+                    Arrival::Together | Arrival::PoissonCoflow => arrivals * per_coflow,
+                };
+                (flows, format!("Poisson arrivals at {l} for {d}"))
+            }
+            _ => unreachable!("checked: a count, or a Poisson arrival with a duration"),
+        };
+        let count_key = format!("{key}.{field}");
+        ctx.budget.check(&count_key, flows, &how, fix)?;
+        Ok((count_key, fix))
     }
 }
 
@@ -457,6 +495,7 @@ mod tests {
             seed: 7,
             load_cdf: &|name| FlowSizeCdf::builtin(name).ok_or_else(|| format!("no {name}")),
             read_file: &|p| Err(format!("no file {p}")),
+            budget: &crate::traffic::tests::UNLIMITED,
         }
     }
 

@@ -14,6 +14,7 @@ mod golden;
 mod hermes;
 mod host_schemes;
 mod lbodsn;
+mod limits;
 mod metrics;
 mod monitors;
 mod plb;
