@@ -277,7 +277,7 @@ class Store:
 
 
 #: The layout of the index: a store indexed by another pfcsim version is indexed again.
-_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 5"
+_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 6"
 
 
 def _index_format(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -355,6 +355,10 @@ def _run_row(folder: Path) -> dict[str, Any]:
     """The `runs` row of one run folder, before the port and flow totals."""
     point = json.loads((folder / POINT_FILE).read_text())
     spec = tomllib.loads((folder / "spec.toml").read_text())
+    # The resolved spec leaves out the default `[transport]` (every flow RoCE), so that a RoCE
+    # run's point key is the same whether or not the spec names the transport; the runs table
+    # names it, so that a sweep over transports has `transport.kind` on every row.
+    spec.setdefault("transport", {}).setdefault("kind", "roce")
     stats = json.loads((folder / "stats.json").read_text())
     summary = pq.read_table(folder / "summary.parquet").to_pylist()
     overall = next((s for s in summary if s["bucket"] == "all"), {})

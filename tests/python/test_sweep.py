@@ -527,3 +527,18 @@ def test_sweep_progress_lines_in_a_log(sweep_file: Path, tmp_path: Path) -> None
     err = done.stderr.splitlines()
     assert err[0] == "sweep sweep: 8 points, 0 already done, 8 to run on 2 local processes"
     assert sum(" done in " in line for line in err) == 8
+
+
+def test_the_runs_table_names_the_transport_of_every_run(tiny_file: Path, tmp_path: Path) -> None:
+    """RoCE, the default, is left out of the resolved spec but named in the runs table."""
+    sweep = tiny_file.parent / "transports.toml"
+    sweep.write_text(
+        'base = "spec.toml"\n[grid]\n"transport.kind" = ["roce", "tcp"]\n'
+        '"transport.tcp.cc" = ["newreno"]\n'
+    )
+    report = pfcsim.sweep(sweep, out=tmp_path / "store", workers=1)
+    assert report.complete
+    runs = pfcsim.open_store(report.store).runs
+    assert sorted(runs["transport.kind"]) == ["roce", "tcp"]
+    roce = runs[runs["transport.kind"] == "roce"].iloc[0]
+    assert "transport" not in (Path(report.store) / "runs" / roce["key"] / "spec.toml").read_text()
