@@ -18,7 +18,7 @@ pub(super) struct HostSide {
     lb: Box<dyn HostScheme>,
     /// The name of the scheme it is the host side of (its counters are written under it).
     name: &'static str,
-    fabric: HostFabric,
+    pub(super) fabric: HostFabric,
     /// One RNG stream per host (by host index).
     rngs: Vec<Rng>,
     actions: Vec<HostAction>,
@@ -27,7 +27,8 @@ pub(super) struct HostSide {
 }
 
 impl HostSide {
-    /// The host-side part of `cfg` for `flows` flows (`None` if the scheme has none).
+    /// The host-side part of `cfg` for `flows` flows (`None` if the scheme has none); `wire`
+    /// sizes the packets of the unloaded timings (`FabricConfig::host_timing_wire`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         cfg: &LbConfig,
@@ -37,12 +38,12 @@ impl HostSide {
         host_nodes: &[u32],
         nodes: usize,
         seed: u64,
-        nic: &NicConfig,
+        wire: &NicConfig,
     ) -> Option<HostSide> {
         if !cfg.capabilities().hosts {
             return None;
         }
-        let fabric = path_table(switches, ports, host_nodes, nodes, nic);
+        let fabric = path_table(switches, ports, host_nodes, nodes, wire);
         let lb = cfg.scheme().host_scheme(flows, &fabric)?;
         Some(HostSide {
             clocks_sending: lb.clocks_sending(),
@@ -80,13 +81,14 @@ impl HostSide {
 ///
 /// With them, the unloaded timing of each pair ([`PairTiming`]): the base RTT of the fastest
 /// of its paths, from the first host of one ToR to the first host of the other, for a
-/// full-size data packet (`nic`'s payload and headers) and its ACK.
+/// full-size data packet (`wire`'s payload and headers: the NIC's, or TCP's in an all-TCP
+/// run) and its ACK.
 fn path_table(
     switches: &[Switch],
     ports: &[PortState],
     host_nodes: &[u32],
     nodes: usize,
-    nic: &NicConfig,
+    wire: &NicConfig,
 ) -> HostFabric {
     let mut tor_of = vec![NO_TOR; nodes];
     let mut tor_switch = Vec::new(); // switch index of each ToR
@@ -112,8 +114,8 @@ fn path_table(
         tor_of[node as usize] = t as u32;
     }
     let tors = tor_switch.len() as u32;
-    let data_bytes = nic.mtu_wire_bytes();
-    let ack_bytes = nic.control_bytes as u64;
+    let data_bytes = wire.mtu_wire_bytes();
+    let ack_bytes = wire.control_bytes as u64;
     // One link's share of the base RTT: the data packet out and the ACK back.
     let link_rtt =
         |p: &PortState| p.rate.tx_time(data_bytes) + p.rate.tx_time(ack_bytes) + p.delay + p.delay;

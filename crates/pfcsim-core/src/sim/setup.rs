@@ -230,7 +230,7 @@ impl Simulation {
                 &host_nodes,
                 n,
                 seed,
-                &sim.cfg.nic,
+                &sim.cfg.host_timing_wire(),
             )
             .map(Box::new);
         }

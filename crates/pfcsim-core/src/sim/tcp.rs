@@ -116,6 +116,24 @@ impl FabricConfig {
         }
     }
 
+    /// The packet sizes behind the host-side schemes' unloaded timings (`PairTiming`): TCP's
+    /// segment and ACK when every flow of the run uses TCP, else the NIC's (RoCE's; a run that
+    /// mixes the transports keeps RoCE's, one timing serving both).
+    pub(super) fn host_timing_wire(&self) -> NicConfig {
+        let every_flow_tcp = if self.traffic_transports.is_empty() {
+            self.transport.kind == TransportKind::Tcp
+        } else {
+            self.traffic_transports
+                .iter()
+                .all(|&t| t == TransportKind::Tcp)
+        };
+        self.wire_of(if every_flow_tcp {
+            TransportKind::Tcp
+        } else {
+            TransportKind::Roce
+        })
+    }
+
     /// Bytes on the wire of the largest data packet of any flow's transport.
     pub(super) fn max_data_wire_bytes(&self) -> u64 {
         let tcp = self.traffic_transports.contains(&TransportKind::Tcp)
@@ -172,6 +190,18 @@ impl Tcp {
     #[inline]
     pub(super) fn is_tcp(&self, f: u32) -> bool {
         self.flows[f as usize].is_some()
+    }
+
+    /// What a rate monitor records of TCP flow `f` (`None` for a RoCE flow): its congestion
+    /// window in bytes and the rate that window allows, cwnd over the smoothed RTT (bit/s,
+    /// at most `line`; `line` before the first RTT sample, when the initial window goes out
+    /// at the line rate).
+    pub(super) fn window_rate(&self, f: u32, line: f64) -> Option<(u64, f64)> {
+        let st = self.flows[f as usize].as_ref()?;
+        let rate = st
+            .srtt
+            .map_or(line, |srtt_ps| (st.cwnd * 8.0 * 1e12 / srtt_ps).min(line));
+        Some((st.cwnd as u64, rate))
     }
 
     /// Writes the TCP flows' transport and counters into their records.

@@ -109,3 +109,54 @@ fn a_lost_tail_is_repaired_by_the_timer_with_backoff() {
         "fct {fct} ps, lossless {base} ps, rto {rto} ps"
     );
 }
+
+/// The base RTT that a host-side scheme (Hermes) reads for a pair of ToRs: four 10 Gbps, 1 us
+/// links crossed by one full data packet out and its ACK back, sized by the transport of the
+/// run's flows.
+fn hermes_base_rtt(transport: TransportKind) -> Time {
+    let topo = Topology::leaf_spine(&LeafSpine::uniform(
+        2,
+        1,
+        1,
+        Rate::gbps(10),
+        Time::from_us(1),
+    ));
+    let cfg = FabricConfig {
+        cc: CcConfig::None,
+        lb: crate::lb::LbConfig::Hermes(Default::default()),
+        transport: TransportConfig {
+            kind: transport,
+            tcp: TcpConfig::default(),
+        },
+        ..Default::default()
+    };
+    let stop = StopRule {
+        at: Time::from_ms(1),
+        when_flows_done: true,
+    };
+    let sim = Simulation::new(&topo, cfg, Vec::new(), 1, stop).unwrap();
+    sim.host_side.as_ref().unwrap().fabric.timing(0, 1).base_rtt
+}
+
+#[test]
+fn host_schemes_time_an_all_tcp_run_with_tcp_segments() {
+    let rate = Rate::gbps(10);
+    let link = |data: u64, ack: u64| rate.tx_time(data) + rate.tx_time(ack) + Time::from_us(2);
+    let four = |t: Time| t + t + t + t;
+    let tcp = TcpConfig::default();
+    let segment = tcp.mss.0 + tcp.header_bytes as u64;
+    assert_eq!(
+        hermes_base_rtt(TransportKind::Tcp),
+        four(link(segment, tcp.ack_bytes as u64))
+    );
+    let nic = NicConfig::default();
+    assert_eq!(
+        hermes_base_rtt(TransportKind::Roce),
+        four(link(nic.mtu_wire_bytes(), nic.control_bytes as u64))
+    );
+    assert_ne!(
+        segment,
+        nic.mtu_wire_bytes(),
+        "the two sizes must differ to tell"
+    );
+}
