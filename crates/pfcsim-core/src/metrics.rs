@@ -212,11 +212,14 @@ pub struct RateSample {
     pub monitor: u16,
     pub time_ps: u64,
     pub flow_id: u32,
-    /// The rate the queue pair paces at (DCQCN's current rate; the line rate without
-    /// congestion control), bit/s.
+    /// RoCE: the rate the queue pair paces at (DCQCN's current rate; the line rate without
+    /// congestion control). TCP: the rate its window allows, cwnd over the smoothed RTT (at
+    /// most the line rate). Bit/s.
     pub rate_bps: f64,
-    /// DCQCN's target rate, bit/s (`None` without congestion control).
+    /// DCQCN's target rate, bit/s (`None` without congestion control, and for TCP).
     pub target_bps: Option<f64>,
+    /// TCP's congestion window, bytes (`None` for RoCE).
+    pub cwnd_bytes: Option<u64>,
     /// Bytes acknowledged so far (the sender's first unacknowledged byte).
     pub acked_bytes: u64,
     /// CNP-flagged ACKs and NACKs received so far.

@@ -44,7 +44,7 @@ pub const DEFAULT_MAX_EVENTS: u64 = 100_000;
 pub const ROW_BYTES: [(MonitorKind, u64); 5] = [
     (MonitorKind::Queue, 41),
     (MonitorKind::Pfc, 56),
-    (MonitorKind::Rate, 43),
+    (MonitorKind::Rate, 52),
     (MonitorKind::LinkUtil, 36),
     (MonitorKind::Scheme, 50),
 ];

@@ -163,6 +163,7 @@ fn rate_columns(rows: &[RateSample]) -> Columns<'_, RateSample> {
         .prim::<UInt32Type>("flow_id", |r| r.flow_id)
         .prim::<Float64Type>("rate_bps", |r| r.rate_bps)
         .opt::<Float64Type>("target_bps", |r| r.target_bps)
+        .opt::<UInt64Type>("cwnd_bytes", |r| r.cwnd_bytes)
         .prim::<UInt64Type>("acked_bytes", |r| r.acked_bytes)
         .prim::<UInt32Type>("cnps", |r| r.cnps)
 }

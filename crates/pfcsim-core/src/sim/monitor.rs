@@ -203,10 +203,17 @@ impl Simulation {
             if f as usize >= self.next_flow {
                 break; // not started (flows start in id order), nor are the next ones
             }
-            let Some((rate, target, acked, cnps)) = self.flows[f as usize].observe(&self.cfg.cc, t)
-            else {
+            let flow = &self.flows[f as usize];
+            let Some((mut rate, mut target, acked, cnps)) = flow.observe(&self.cfg.cc, t) else {
                 continue;
             };
+            let window = self
+                .tcp
+                .as_ref()
+                .and_then(|tcp| tcp.window_rate(f, flow.line_rate.bps() as f64));
+            if let Some((_, window_rate)) = window {
+                (rate, target) = (window_rate, None);
+            }
             let value = (rate.to_bits(), acked);
             if r.m.on_change && r.last[k] == value {
                 continue;
@@ -222,6 +229,7 @@ impl Simulation {
                 flow_id: f,
                 rate_bps: rate,
                 target_bps: target,
+                cwnd_bytes: window.map(|(cwnd, _)| cwnd),
                 acked_bytes: acked,
                 cnps,
             });

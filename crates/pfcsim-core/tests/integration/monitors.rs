@@ -148,12 +148,50 @@ fn a_dcqcn_flows_rate_halves_after_its_first_cnp() {
         "rate after the first cut: {ratio} x line"
     );
     assert_eq!(cut.target_bps, Some(line));
+    assert!(
+        rates.iter().all(|r| r.cwnd_bytes.is_none()),
+        "RoCE has no window"
+    );
     // Bytes acknowledged never go back; the flow is sampled only while it sends.
     assert!(rates
         .windows(2)
         .all(|w| w[0].acked_bytes <= w[1].acked_bytes));
     let finish = out.flows[0].finish_ps.unwrap();
     assert!(rates.iter().all(|r| r.time_ps < finish && r.flow_id == 0));
+}
+
+/// A TCP flow's rate series is its congestion window over its smoothed RTT: the line rate
+/// until the first RTT sample, then, on an idle path in slow start, a window that only grows
+/// and a rate that it divides to an RTT between the base RTT (two 100 Gbps, 1 us links: about
+/// 4.2 us) and twice it.
+#[test]
+fn a_tcp_flows_rate_is_its_window_over_its_rtt() {
+    let text = leaf_spine_spec(
+        1,
+        (1, 1, 2),
+        "",
+        "[transport]\nkind = \"tcp\"\n\
+         [[traffic]]\nkind = \"scripted\"\nflows = [{ src = 0, dst = 1, size = \"1MB\" }]\n\
+         [[monitor]]\nkind = \"rate\"\nflows = [0]\ninterval = \"500ns\"\nend = \"1ms\"\n",
+    );
+    let out = run_text(&text, "tcp-rate.toml");
+    let rates: Vec<RateSample> = monitors(&out).rate.clone().unwrap();
+    let line = 100e9;
+    assert!(rates
+        .iter()
+        .all(|r| r.target_bps.is_none() && r.rate_bps <= line));
+    let windows: Vec<u64> = rates.iter().map(|r| r.cwnd_bytes.unwrap()).collect();
+    assert_eq!(windows[0], 10 * 1460, "the initial window");
+    assert!(windows.windows(2).all(|w| w[0] <= w[1]), "no loss, no cut");
+    let limited: Vec<&RateSample> = rates.iter().filter(|r| r.rate_bps < line).collect();
+    assert!(!limited.is_empty(), "slow start is window-limited at first");
+    for r in limited {
+        let rtt_us = r.cwnd_bytes.unwrap() as f64 * 8.0 / r.rate_bps * 1e6;
+        assert!(
+            (4.0..8.5).contains(&rtt_us),
+            "window over rate: {rtt_us} us"
+        );
+    }
 }
 
 /// Looks come every `interval` from `start` to `end`; `min_spacing` writes a series only when
