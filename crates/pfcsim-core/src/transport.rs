@@ -79,9 +79,9 @@ pub struct TcpConfig {
     pub ack_bytes: u16,
     /// Initial congestion window in segments (10: RFC 6928, Linux's default).
     pub init_cwnd: u32,
-    /// Lower bound of the retransmission timeout (10 ms, proposed: the value of the TCP-era
-    /// data-center simulations and of the DCTCP paper's "reduced RTOmin" discussion; Linux
-    /// uses 200 ms).
+    /// Lower bound of the retransmission timeout (10 ms, chosen: a reduced data-center
+    /// minimum between the Hermes simulation code's 5 ms and Linux's 200 ms; sources in
+    /// `docs/transport-tcp.md`).
     pub rto_min: Time,
     /// Timeout before the first RTT sample (RFC 6298 says 1 s; data-center simulations start
     /// at `rto_min`; proposed default 10 ms).
