@@ -355,10 +355,6 @@ def _run_row(folder: Path) -> dict[str, Any]:
     """The `runs` row of one run folder, before the port and flow totals."""
     point = json.loads((folder / POINT_FILE).read_text())
     spec = tomllib.loads((folder / "spec.toml").read_text())
-    # The resolved spec leaves out the default `[transport]` (every flow RoCE), so that a RoCE
-    # run's point key is the same whether or not the spec names the transport; the runs table
-    # names it, so that a sweep over transports has `transport.kind` on every row.
-    spec.setdefault("transport", {}).setdefault("kind", "roce")
     stats = json.loads((folder / "stats.json").read_text())
     summary = pq.read_table(folder / "summary.parquet").to_pylist()
     overall = next((s for s in summary if s["bucket"] == "all"), {})
@@ -375,7 +371,7 @@ def _run_row(folder: Path) -> dict[str, Any]:
     row["sim_time_ms"] = stats["end_ps"] / 1e9
     row.update({k: v for k, v in overall.items() if k not in ("bucket", "flows", "finished")})
     row.update(_edge_buckets(summary))
-    flat = _flatten(spec)
+    flat = _spec_fields(spec)
     row.update(flat)
     row[_SPEC_KEYS] = list(flat)
     return row
@@ -417,6 +413,18 @@ def _shorthands(spec: dict[str, Any]) -> dict[str, Any]:
         "load_of": generator.get("load_of"),
         "seed": spec.get("seed"),
     }
+
+
+def _spec_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec columns of a run: `_flatten` of its resolved spec, with `transport.kind`.
+
+    The resolved spec leaves out the default `[transport]` (every flow RoCE), so that a RoCE
+    run's point key is the same whether or not its spec names the transport; the runs table
+    names it, so that a sweep over transports has `transport.kind` on every row.
+    """
+    fields = _flatten(spec)
+    fields.setdefault("transport.kind", "roce")
+    return fields
 
 
 def _flatten(spec: dict[str, Any]) -> dict[str, Any]:

@@ -475,12 +475,12 @@ def test_every_claim_of_the_repository_names_series_its_full_sweep_makes(name: s
         pytest.skip("no experiments in the repository")
     import tomllib
 
-    from pfcsim.store import _flatten, _shorthands
+    from pfcsim.store import _shorthands, _spec_fields
     from pfcsim.sweep import check
 
     experiment = reproduce.load_experiment(REPO_EXPERIMENTS, name)
     specs = [tomllib.loads(p.resolved_spec) for p in check(experiment.sweep(quick=False))]
-    points = pd.DataFrame([{**_shorthands(spec), **_flatten(spec)} for spec in specs])
+    points = pd.DataFrame([{**_shorthands(spec), **_spec_fields(spec)} for spec in specs])
     for claim in experiment.claims:
         runs = points
         for field, value in claim.where:
