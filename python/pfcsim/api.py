@@ -104,7 +104,10 @@ def sweep(
     checked before any runs (a bad one raises `SpecError`); points already in the store are
     skipped; a point that fails is reported in the returned `SweepReport` (and in
     `failed/<key>.json`) without stopping the others. `progress` shows a bar over points on
-    stderr. Ctrl-C stops the sweep, keeping every finished point (`report.interrupted`).
+    stderr. Ctrl-C stops the sweep within moments, keeping every finished point and abandoning
+    those in flight (`report.interrupted`). In a script, call it under
+    `if __name__ == "__main__":` (worker processes import the script again); a worker that
+    cannot start raises `WorkerStartError`.
     """
     loaded = load_sweep(spec, base_dir)
     store = Path(out) if out is not None else Path("results") / loaded.name

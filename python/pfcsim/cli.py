@@ -23,7 +23,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         args.command(args)
-    except (pfcsim.SpecError, pfcsim.IncompleteRunError, OSError, KeyError, ValueError) as e:
+    except (
+        pfcsim.SpecError,
+        pfcsim.IncompleteRunError,
+        pfcsim.WorkerStartError,
+        OSError,
+        KeyError,
+        ValueError,
+    ) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {message}", file=sys.stderr)
         return 2

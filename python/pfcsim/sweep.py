@@ -24,16 +24,22 @@ import hashlib
 import itertools
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import re
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -211,8 +217,9 @@ def finished_keys(store: Path) -> set[str]:
     }
 
 
-#: Runs a list of tasks somewhere; yields each outcome as it finishes (see `execute`).
-Backend = Callable[[Sequence["PointTask"]], Iterator["PointOutcome"]]
+#: Runs tasks somewhere and yields each outcome as it finishes (see `execute`). A backend takes
+#: a task from the iterator only when it can start it.
+Backend = Callable[[Iterator["PointTask"]], Iterator["PointOutcome"]]
 
 
 @dataclass(frozen=True)
@@ -270,7 +277,8 @@ def run_sweep(
 
     `points` are the checked points (default: `check(sweep)`). `on_start(points, done)` is
     called once the work is known, `on_point(point, outcome)` after each point is stored.
-    Ctrl-C stops the sweep: what finished is kept, and the report says `interrupted`.
+    Ctrl-C stops the sweep at once: what finished is kept, the points in flight are abandoned
+    (the next run of the sweep runs them), and the report says `interrupted`.
     """
     if points is None:
         points = check(sweep)
@@ -285,9 +293,9 @@ def run_sweep(
     if on_start is not None:
         on_start(points, done)
     by_key = {p.key: p for p in todo}
-    tasks = [_task(sweep, p) for p in todo]
+    outcomes = backend(_task(sweep, p) for p in todo)
     try:
-        for outcome in backend(tasks):
+        for outcome in outcomes:
             point = by_key[outcome.key]
             if outcome.files is not None:
                 _store_run(store, sweep, point, outcome)
@@ -300,6 +308,11 @@ def run_sweep(
                 on_point(point, outcome)
     except KeyboardInterrupt:
         report.interrupted = True
+    finally:
+        # Stops the backend's workers now (a generator's `finally`), not when collected.
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()
     return report
 
 
@@ -540,45 +553,210 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
+class WorkerStartError(RuntimeError):
+    """A worker process of a sweep's pool ended before it could run a point."""
+
+
 def process_pool(workers: int) -> Backend:
-    """A backend running points on `workers` local processes (started fresh, not forked).
+    """A backend running points on up to `workers` local processes (started fresh, not forked).
 
-    If a worker process dies (a crash, or the kernel's out-of-memory killer), the points it
-    and its siblings were running are tried once more in a new pool, then reported failed.
+    A worker runs one point at a time and is handed the next task when it is free. Workers
+    end with the sweep: Ctrl-C (or any error) in the sweep kills them at once, abandoning the
+    points they were running, and a sweep killed outright (SIGKILL) leaves none behind (each
+    worker watches its parent, see `_worker`). If a worker dies while running a point (a
+    crash, or the kernel's out-of-memory killer), that point is tried once more on a new
+    worker, then reported failed. A worker that ends before it can run anything (it could not
+    import pfcsim, or the main script, which spawned workers import again) raises
+    `WorkerStartError`.
     """
+    if multiprocessing.current_process().name.startswith(_WORKER_NAME):
+        # This is a pool worker importing a main script that starts a sweep when imported (an
+        # unguarded script): end quietly, with a status that lets the parent say so once.
+        raise SystemExit(_IMPORTS_A_SWEEP)
 
-    def run(tasks: Sequence[PointTask]) -> Iterator[PointOutcome]:
-        attempts = dict.fromkeys((t.key for t in tasks), 0)
-        pending = list(tasks)
-        while pending:
-            pool = ProcessPoolExecutor(
-                max_workers=max(1, min(workers, len(pending))),
-                mp_context=multiprocessing.get_context("spawn"),
-            )
-            broken: list[PointTask] = []
-            try:
-                futures = {pool.submit(execute, t): t for t in pending}
-                for future in as_completed(futures):
-                    task = futures[future]
+    def run(tasks: Iterable[PointTask]) -> Iterator[PointOutcome]:
+        context = multiprocessing.get_context("spawn")
+        source = iter(tasks)
+        numbers = itertools.count(1)
+        retries: list[PointTask] = []
+        attempts: dict[str, int] = {}
+        pool: list[_Worker] = []
+        completed = False
+        try:
+            while True:
+                # Give every idle worker a task; start workers (up to `workers`) for more.
+                idle = [w for w in pool if w.task is None]
+                while idle or len(pool) < workers:
+                    task = retries.pop() if retries else next(source, None)
+                    if task is None:
+                        break
+                    worker = idle.pop() if idle else _Worker.start(context, next(numbers), pool)
+                    worker.give(task)
+                if all(w.task is None for w in pool):
+                    break
+                ready = multiprocessing.connection.wait([w.conn for w in pool])
+                for worker in [w for w in pool if w.conn in ready]:
                     try:
-                        yield future.result()
-                    except BrokenProcessPool:
-                        attempts[task.key] += 1
+                        message = worker.conn.recv()
+                    except (EOFError, OSError):  # the worker died
+                        pool.remove(worker)
+                        code = worker.end(kill=False)
+                        if not worker.started:
+                            raise WorkerStartError(_could_not_start(code)) from None
+                        task = worker.task
+                        if task is None:
+                            continue
+                        attempts[task.key] = attempts.get(task.key, 0) + 1
                         if attempts[task.key] < 2:
-                            broken.append(task)
+                            retries.append(task)
                         else:
-                            yield PointOutcome(task.key, None, _WORKER_DIED, 0.0)
-            finally:
-                pool.shutdown(wait=False, cancel_futures=True)
-            pending = broken
+                            yield PointOutcome(task.key, None, _died(code), 0.0)
+                        continue
+                    if message == _READY:
+                        worker.started = True
+                        worker.send_task()
+                    else:
+                        worker.task = None
+                        yield message
+            completed = True
+        finally:
+            for worker in pool:
+                worker.end(kill=not completed)
 
     return run
 
 
-_WORKER_DIED = (
-    "the worker process died while running this point or one beside it (a crash or out of "
-    "memory), twice; rerun the sweep with -j 1 to tell which"
-)
+#: The name of a pool worker process (followed by its number).
+_WORKER_NAME = "pfcsim-sweep-worker"
+#: What a worker sends once it has started.
+_READY = "ready"
+#: The exit status of a worker whose import of the main script starts a sweep.
+_IMPORTS_A_SWEEP = 3
+
+
+@dataclass
+class _Worker:
+    """A worker process of `process_pool`, its end of the pipe, and the task it runs."""
+
+    process: BaseProcess
+    conn: Connection
+    #: Whether it has said it is ready (it imported everything it needs).
+    started: bool = False
+    #: The task given to it, until its outcome comes back.
+    task: PointTask | None = None
+
+    @staticmethod
+    def start(context: SpawnContext, number: int, pool: list[_Worker]) -> _Worker:
+        """Starts worker `number` and adds it to `pool`.
+
+        The worker is started with SIGINT blocked, and keeps it blocked (a signal mask is
+        inherited): a terminal's Ctrl-C goes to the whole process group, and the sweep alone
+        decides what it means (it kills its workers), from the worker's first instruction
+        on. The worker joins `pool` before SIGINT is unblocked here, so that a Ctrl-C pending
+        meanwhile cannot leave it out of the pool that the sweep stops. (multiprocessing
+        starts its resource tracker with the first process it starts, and unblocks SIGINT
+        after that: the tracker is started first.)
+        """
+        conn, child_conn = context.Pipe()
+        process = context.Process(
+            target=_worker, args=(child_conn,), name=f"{_WORKER_NAME}-{number}", daemon=True
+        )
+        resource_tracker.ensure_running()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            process.start()
+            worker = _Worker(process, conn)
+            pool.append(worker)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            child_conn.close()  # the worker holds the only other end: it reads EOF if we go
+        return worker
+
+    def give(self, task: PointTask) -> None:
+        """Hands `task` to the worker (sent once it has started)."""
+        self.task = task
+        if self.started:
+            self.send_task()
+
+    def send_task(self) -> None:
+        """Sends the task given to the worker, if any."""
+        if self.task is not None:
+            with contextlib.suppress(OSError):  # it died: `run` reads EOF next
+                self.conn.send(self.task)
+
+    def end(self, *, kill: bool) -> int | None:
+        """Stops the process (kills it, or lets it finish) and returns its exit code."""
+        if kill:
+            self.process.kill()
+        self.conn.close()  # an idle worker reads EOF and returns
+        self.process.join(timeout=10)
+        if self.process.exitcode is None:
+            self.process.kill()
+            self.process.join()
+        code = self.process.exitcode
+        self.process.close()
+        return code
+
+
+def _worker(conn: Connection) -> None:
+    """A pool worker: runs the tasks that come through `conn`, one at a time, until EOF.
+
+    (It runs with SIGINT blocked, see `_Worker.start`.) A daemon thread waits on the pipe
+    `multiprocessing.parent_process().sentinel`, whose other end only the parent holds: it
+    reads EOF as soon as the parent process ends, however it ends (SIGKILL included), and the
+    thread then ends the worker at once, in the middle of a point too (the simulation runs
+    without the GIL). PR_SET_PDEATHSIG would do the same through ctypes on Linux only, and it
+    fires when the thread that started the worker ends rather than its process.
+    """
+    parent = multiprocessing.parent_process()
+    assert parent is not None
+    threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+    # The parent may go between two messages: its EOF or a failed send ends the worker.
+    with contextlib.suppress(EOFError, OSError):
+        conn.send(_READY)
+        while True:
+            conn.send(execute(conn.recv()))
+
+
+def _exit_with(sentinel: int) -> None:
+    """Ends this process as soon as `sentinel` (the parent's) is ready."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
+
+
+def _could_not_start(code: int | None) -> str:
+    """The error of a worker that ended, with exit code `code`, before it could run a point."""
+    guard = 'put the sweep under `if __name__ == "__main__":`'
+    path = getattr(sys.modules["__main__"], "__file__", None)
+    main = f"the main script {path}" if path else "the main script"
+    if code == _IMPORTS_A_SWEEP:
+        return (
+            f"the worker process could not start: like every spawned process, it imports "
+            f"{main} again, and the script starts a sweep when imported; {guard} "
+            "(docs/sweeps.md)"
+        )
+    return (
+        f"the worker process could not start ({_exit_reason(code)}; its error is printed "
+        f"above): it imports pfcsim, and like every spawned process {main} again; if the "
+        f"script starts a sweep, {guard} (docs/sweeps.md)"
+    )
+
+
+def _died(code: int | None) -> str:
+    """The error of a point whose worker died while running it, twice (last with `code`)."""
+    return (
+        f"the worker process died while running this point, twice (last {_exit_reason(code)}): "
+        "a crash, or out of memory"
+    )
+
+
+def _exit_reason(code: int | None) -> str:
+    """How a process ended: `exit status N` or `killed by SIGNAME`."""
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 def ray_backend(address: str) -> Backend:
@@ -591,7 +769,7 @@ def ray_backend(address: str) -> Backend:
     in. Results come back to this process, which writes the store.
     """
 
-    def run(tasks: Sequence[PointTask]) -> Iterator[PointOutcome]:
+    def run(tasks: Iterable[PointTask]) -> Iterator[PointOutcome]:
         try:
             import ray
         except ImportError:
