@@ -1,10 +1,11 @@
-"""The processes of a sweep and of a store's readers: its workers end with it, Ctrl-C, scripts.
+"""The processes of a sweep: its workers end with it, Ctrl-C, sweeps sharing a store, scripts.
 
 The waits below are bounded (`wait_until`) so that a broken mechanism fails the test instead of
 hanging it; none of them measures how fast something is.
 """
 
 import contextlib
+import fcntl
 import multiprocessing
 import os
 import re
@@ -63,6 +64,15 @@ seed = [1, 2, 3]
 seed = [1, 2, 3]
 {SLOW_KEYS}"""
 
+#: Eight quick points.
+QUICK_SWEEP = """\
+base = "spec.toml"
+
+[grid]
+lb.scheme = ["ecmp", "rps"]
+seed = [1, 2, 3, 4]
+"""
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -114,11 +124,12 @@ def alive(pid: int, start: int) -> bool:
 
 
 def start_sweep(
-    sweep: Path, store: Path, jobs: int, env: dict[str, str] | None = None
+    sweep: Path, store: Path, jobs: int, env: dict[str, str] | None = None, *, quiet: bool = True
 ) -> subprocess.Popen[str]:
-    """`pfcsim sweep SWEEP -o STORE -j JOBS -q` in its own process group."""
+    """`pfcsim sweep SWEEP -o STORE -j JOBS [-q]` in its own process group."""
+    options = ["-q"] if quiet else []
     return subprocess.Popen(
-        [pfcsim_command(), "sweep", str(sweep), "-o", str(store), "-j", str(jobs), "-q"],
+        [pfcsim_command(), "sweep", str(sweep), "-o", str(store), "-j", str(jobs), *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -140,6 +151,32 @@ def stopped_at_the_end(processes: list[subprocess.Popen[str]]) -> Iterator[None]
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def hold_claim(store: Path, key: str) -> int:
+    """Takes the claim of point `key` as a sweep does: returns the open claim file.
+
+    Closing it leaves the file as a sweep killed with SIGKILL does: there, but unlocked.
+    """
+    (store / "claims").mkdir(parents=True, exist_ok=True)
+    fd = os.open(store / "claims" / key, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+@contextlib.contextmanager
+def holding_claim(store: Path, key: str) -> Iterator[None]:
+    """Holds the claim of point `key` during the block (see `hold_claim`)."""
+    fd = hold_claim(store, key)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def claims(store: Path) -> list[str]:
+    """The claim files of `store`."""
+    return sorted(p.name for p in (store / "claims").iterdir())
 
 
 def test_a_sweep_killed_with_sigkill_leaves_no_process_behind(
@@ -203,7 +240,95 @@ def test_ctrl_c_stops_a_sweep_at_once_keeping_the_points_that_finished(
     )
     assert err == "interrupted\n"  # no traceback, from the sweep or its workers
     assert finished_keys(store) == quick
+    assert claims(store) == []  # the abandoned points are free for the next run
     assert not list((store / "runs").glob("*.partial-*"))
+
+
+def test_two_sweeps_on_one_store_run_every_point_once_between_them(
+    tiny_file: Path, tmp_path: Path
+) -> None:
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(QUICK_SWEEP)
+    store = tmp_path / "store"
+    keys = [p.key for p in check(load_sweep(sweep))]
+    # A live process (this one) holds the first point: both sweeps must leave it and wait.
+    claim = hold_claim(store, keys[0])
+    sweeps = [start_sweep(sweep, store, 1, quiet=False) for _ in range(2)]
+    with stopped_at_the_end(sweeps):
+        try:
+            wait_until(lambda: finished_keys(store) == set(keys[1:]), "the other points")
+            assert [s.poll() for s in sweeps] == [None, None]  # both wait for the held point
+        finally:
+            # The holder lets go, leaving the file as a killed sweep does: one of the sweeps
+            # runs the point, the other finds it done.
+            os.close(claim)
+        outputs = [s.communicate(timeout=60) for s in sweeps]
+    ran = 0
+    for s, (out, err) in zip(sweeps, outputs, strict=True):
+        assert s.returncode == 0, err
+        summary = re.fullmatch(
+            r"8 points: (\d+) ran, (\d+) already done, (?:(\d+) done by another sweep, )?0 failed",
+            out.splitlines()[0],
+        )
+        assert summary is not None, out
+        counts = [int(n or 0) for n in summary.groups()]
+        assert sum(counts) == 8
+        ran += counts[0]
+        # Its log (stderr is not a terminal) has a line for every point it ran or saw done.
+        assert sum(" done in " in line for line in err.splitlines()) == counts[0]
+        assert (
+            sum(line.endswith(" done by another sweep") for line in err.splitlines()) == (counts[2])
+        )
+    assert ran == 8
+    # The store is what one sweep makes.
+    assert sorted(p.name for p in store.iterdir()) == [
+        "claims",
+        "index.duckdb",
+        "index.lock",
+        "runs",
+        "sweeps",
+    ]
+    assert sorted(p.name for p in (store / "runs").iterdir()) == sorted(keys)
+    assert claims(store) == []
+    assert sorted(pfcsim.open_store(store).runs["key"]) == sorted(keys)
+
+
+def test_a_point_another_sweep_failed_meanwhile_is_reported_failed_not_run_again(
+    tiny_file: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "sweep.toml").write_text(QUICK_SWEEP)
+    sweep = load_sweep(tmp_path / "sweep.toml")
+    store = tmp_path / "store"
+    held = check(sweep)[0].key
+    reports = []
+    runner = threading.Thread(
+        target=lambda: reports.append(run_sweep(sweep, store, lambda t: map(execute, t)))
+    )
+    with holding_claim(store, held):
+        runner.start()
+        wait_until(lambda: len(finished_keys(store)) == 7, "the other points")
+        # The holder fails the point, as a sweep does: the record, then the claim let go.
+        (store / "failed").mkdir()
+        (store / "failed" / f"{held}.json").write_text('{"error": "boom"}')
+    runner.join(timeout=60)
+    (report,) = reports
+    assert report.failed == {held: "boom"}
+    assert len(report.ran) == 7
+    assert held not in finished_keys(store)
+
+
+def test_a_sweep_removes_half_written_run_folders_unless_a_live_sweep_writes_them(
+    tiny_dict: dict[str, Any], tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    live, dead = "0123456789abcdef", "fedcba9876543210"
+    for key in (live, dead):
+        (store / "runs" / f"{key}.partial-1").mkdir(parents=True)
+    with holding_claim(store, live):
+        run_sweep(load_sweep({"base": tiny_dict}), store, lambda tasks: map(execute, tasks))
+        assert (store / "runs" / f"{live}.partial-1").is_dir()
+    assert not (store / "runs" / f"{dead}.partial-1").exists()
+    assert len(finished_keys(store)) == 1
 
 
 def test_a_process_opening_the_index_waits_for_one_that_has_it_open(
