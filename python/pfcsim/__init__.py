@@ -12,7 +12,8 @@ its results as pandas or polars DataFrames:
 DuckDB or DataFrames); `validate` checks a spec without running it; `schemes` and `workloads`
 list the load-balancing schemes and the shipped flow-size distributions. Every problem with a
 spec raises `SpecError`; a run that a guard of its `[run]` table ended early raises
-`IncompleteRunError`, which holds what it measured.
+`IncompleteRunError`, which holds what it measured; a sweep whose worker processes cannot
+start raises `WorkerStartError`.
 """
 
 from importlib.metadata import version
@@ -21,7 +22,7 @@ from pfcsim._core import SpecError
 from pfcsim.api import IncompleteRunError, open_store, run, schemes, sweep, validate, workloads
 from pfcsim.results import Results
 from pfcsim.store import Store
-from pfcsim.sweep import SweepReport
+from pfcsim.sweep import SweepReport, WorkerStartError
 
 __version__ = version("pfcsim")
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "SpecError",
     "Store",
     "SweepReport",
+    "WorkerStartError",
     "open_store",
     "run",
     "schemes",

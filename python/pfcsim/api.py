@@ -103,8 +103,12 @@ def sweep(
     or as Ray tasks if `ray` is `"local"`, `"auto"` or a cluster address. Every point is
     checked before any runs (a bad one raises `SpecError`); points already in the store are
     skipped; a point that fails is reported in the returned `SweepReport` (and in
-    `failed/<key>.json`) without stopping the others. `progress` shows a bar over points on
-    stderr. Ctrl-C stops the sweep, keeping every finished point (`report.interrupted`).
+    `failed/<key>.json`) without stopping the others. Sweeps running at once on one store
+    share its points (`report.elsewhere`: those another sweep ran). `progress` shows a bar over
+    points on stderr. Ctrl-C stops the sweep within moments, keeping every finished point and
+    abandoning those in flight (`report.interrupted`). In a script, call it under
+    `if __name__ == "__main__":` (worker processes import the script again); a worker that
+    cannot start raises `WorkerStartError`.
     """
     loaded = load_sweep(spec, base_dir)
     store = Path(out) if out is not None else Path("results") / loaded.name
@@ -118,9 +122,15 @@ def sweep(
     if not progress:
         report = run_sweep(loaded, store, backend, points=points)
     else:
-        with _point_bar(console, loaded.name, where) as (on_start, on_point):
+        with _point_bar(console, loaded.name, where) as (on_start, on_point, on_elsewhere):
             report = run_sweep(
-                loaded, store, backend, points=points, on_start=on_start, on_point=on_point
+                loaded,
+                store,
+                backend,
+                points=points,
+                on_start=on_start,
+                on_point=on_point,
+                on_elsewhere=on_elsewhere,
             )
     Store(store)  # brings the index up to date
     return report
@@ -224,13 +234,15 @@ def _status(console: Console, shown: bool, message: str) -> Iterator[None]:
 
 
 PointBarCallbacks = tuple[
-    Callable[[list[Point], set[str]], object], Callable[[Point, PointOutcome], object]
+    Callable[[list[Point], set[str]], object],
+    Callable[[Point, PointOutcome], object],
+    Callable[[Point, str | None], object],
 ]
 
 
 @contextmanager
 def _point_bar(console: Console, name: str, where: str) -> Iterator[PointBarCallbacks]:
-    """A progress bar over the points of a sweep; yields `run_sweep`'s two callbacks.
+    """A progress bar over the points of a sweep; yields `run_sweep`'s three callbacks.
 
     Prints what will run, then a line for each failed point. Where stderr is not a terminal
     (a log file), it prints a line for every finished point instead of drawing the bar.
@@ -258,24 +270,30 @@ def _point_bar(console: Console, name: str, where: str) -> Iterator[PointBarCall
             )
             bar.update(task, total=len(points), completed=already)
 
-        def on_point(point: Point, outcome: PointOutcome) -> None:
+        def finished(point: Point, error: str | None, done: str) -> None:
             nonlocal failures
             bar.advance(task)
-            if outcome.error is not None:
+            if error is not None:
                 failures += 1
                 console.print(
-                    f"point {point.index} ({point.label}) failed: {outcome.error}",
+                    f"point {point.index} ({point.label}) failed: {error}",
                     highlight=False,
                     markup=False,
                     soft_wrap=True,
                 )
             elif not shown:
                 console.print(
-                    f"point {point.index} ({point.label}) done in {outcome.wall_seconds:.1f} s",
+                    f"point {point.index} ({point.label}) {done}",
                     highlight=False,
                     markup=False,
                     soft_wrap=True,
                 )
             bar.update(task, description=f"{failures} failed" if failures else "")
 
-        yield on_start, on_point
+        def on_point(point: Point, outcome: PointOutcome) -> None:
+            finished(point, outcome.error, f"done in {outcome.wall_seconds:.1f} s")
+
+        def on_elsewhere(point: Point, error: str | None) -> None:
+            finished(point, error, "done by another sweep")
+
+        yield on_start, on_point, on_elsewhere

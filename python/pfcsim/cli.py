@@ -23,7 +23,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         args.command(args)
-    except (pfcsim.SpecError, pfcsim.IncompleteRunError, OSError, KeyError, ValueError) as e:
+    except (
+        pfcsim.SpecError,
+        pfcsim.IncompleteRunError,
+        pfcsim.WorkerStartError,
+        OSError,
+        KeyError,
+        ValueError,
+    ) as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"error: {message}", file=sys.stderr)
         return 2
@@ -182,9 +189,10 @@ def _sweep(args: argparse.Namespace) -> None:
         args.spec, out=args.out, workers=args.jobs, ray=args.ray, progress=not args.quiet
     )
     ran, skipped, failed = len(report.ran), len(report.skipped), len(report.failed)
+    elsewhere = f"{len(report.elsewhere)} done by another sweep, " if report.elsewhere else ""
     print(
-        f"{len(report.points)} points: {ran} ran, {skipped} already done, {failed} failed"
-        + (", interrupted (rerun to resume)" if report.interrupted else "")
+        f"{len(report.points)} points: {ran} ran, {skipped} already done, {elsewhere}"
+        f"{failed} failed" + (", interrupted (rerun to resume)" if report.interrupted else "")
     )
     for key, error in report.failed.items():
         print(f"  failed {key}: {error}")

@@ -19,6 +19,7 @@ long. Tables (docs/sweeps.md):
 from __future__ import annotations
 
 import copy
+import fcntl
 import json
 import os
 import tomllib
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 #: The file name of the index inside a store.
 INDEX_FILE = "index.duckdb"
+#: The file locked while a process has the index open (see `Store.connect`).
+INDEX_LOCK_FILE = "index.lock"
 
 #: Totals over a run's ports and flows added to the `runs` table: column -> SQL aggregate.
 PORT_TOTALS = {
@@ -125,14 +128,25 @@ class Store:
 
     @contextmanager
     def connect(self, *, read_only: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A DuckDB connection to the index, closed when the block ends."""
+        """A DuckDB connection to the index, closed when the block ends.
+
+        DuckDB refuses to open a database that another process has open for writing (and to
+        open one for writing that another has open at all), so the connection holds a lock on
+        `index.lock` (shared to read, exclusive to write): processes wait for each other
+        instead, such as two sweeps that finish together on one store.
+        """
         import duckdb
 
-        con = duckdb.connect(str(self.index_path), read_only=read_only)
+        lock = os.open(self.path / INDEX_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            yield con
+            fcntl.flock(lock, fcntl.LOCK_SH if read_only else fcntl.LOCK_EX)
+            con = duckdb.connect(str(self.index_path), read_only=read_only)
+            try:
+                yield con
+            finally:
+                con.close()
         finally:
-            con.close()
+            os.close(lock)
 
     def sync(self) -> int:
         """Makes the index match the run folders: adds new runs, drops deleted ones.
@@ -140,8 +154,8 @@ class Store:
         Runs in one transaction, so an interruption leaves the previous index. Returns the
         number of runs indexed.
         """
-        on_disk = finished_keys(self.path)
         with self.connect(read_only=False) as con:
+            on_disk = finished_keys(self.path)  # under the lock: what the last sync saw, or more
             current = _index_format(con) == _INDEX_FORMAT
             indexed = _indexed_keys(con) if current else set()
             if current and indexed == on_disk and indexed:

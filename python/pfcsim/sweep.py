@@ -13,27 +13,36 @@ before anything runs, and keyed by a content hash of its resolved spec and input
 The store folder holds one run folder per finished point, `runs/<key>/`, written atomically
 (files go to a temporary folder renamed when complete), so an interrupted sweep, even killed
 with SIGKILL, keeps every point that finished and reruns only the others. A point that fails
-is recorded in `failed/<key>.json` and the others go on.
+is recorded in `failed/<key>.json` and the others go on. A sweep runs a point only while it
+holds the point's claim (`claims/<key>`, a file lock that ends with its process), so sweeps
+running at once on one store share the points instead of each running all of them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import hashlib
 import itertools
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import re
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +115,8 @@ class SweepReport:
     skipped: list[str] = field(default_factory=list)
     #: Keys of the points run now.
     ran: list[str] = field(default_factory=list)
+    #: Keys of the points that another sweep on the same store ran while this one waited.
+    elsewhere: list[str] = field(default_factory=list)
     #: Points that failed: key -> error message.
     failed: dict[str, str] = field(default_factory=dict)
     #: True if the sweep was stopped (Ctrl-C) before every point ran.
@@ -211,8 +222,9 @@ def finished_keys(store: Path) -> set[str]:
     }
 
 
-#: Runs a list of tasks somewhere; yields each outcome as it finishes (see `execute`).
-Backend = Callable[[Sequence["PointTask"]], Iterator["PointOutcome"]]
+#: Runs tasks somewhere and yields each outcome as it finishes (see `execute`). A backend takes
+#: a task from the iterator only when it can start it (the iterator claims the point then).
+Backend = Callable[[Iterator["PointTask"]], Iterator["PointOutcome"]]
 
 
 @dataclass(frozen=True)
@@ -265,42 +277,201 @@ def run_sweep(
     points: list[Point] | None = None,
     on_start: Callable[[list[Point], set[str]], object] | None = None,
     on_point: Callable[[Point, PointOutcome], object] | None = None,
+    on_elsewhere: Callable[[Point, str | None], object] | None = None,
 ) -> SweepReport:
     """Runs the points of `sweep` missing from `store` with `backend`.
 
     `points` are the checked points (default: `check(sweep)`). `on_start(points, done)` is
-    called once the work is known, `on_point(point, outcome)` after each point is stored.
-    Ctrl-C stops the sweep: what finished is kept, and the report says `interrupted`.
+    called once the work is known, `on_point(point, outcome)` after each point is stored, and
+    `on_elsewhere(point, error)` for each point that another sweep on the store ran (`error`
+    is None) or failed meanwhile.
+
+    Each point runs under its claim (`_Claims`): a point that another sweep is running is
+    left to it, and this sweep waits for it at the end (and runs it if that sweep dies first).
+    Ctrl-C stops the sweep at once: what finished is kept, the points in flight are abandoned
+    (the next run of the sweep runs them), and the report says `interrupted`.
     """
     if points is None:
         points = check(sweep)
     store.mkdir(parents=True, exist_ok=True)
     (store / "runs").mkdir(exist_ok=True)
-    _remove_partial_runs(store)
+    claims = _Claims(store)
+    _remove_partial_runs(store, claims)
     _save_sweep_spec(sweep, store)
     done = finished_keys(store)
     report = SweepReport(store, points)
     report.skipped = [p.key for p in points if p.key in done]
-    todo = [p for p in points if p.key not in done]
+    waiting = [p for p in points if p.key not in done]
     if on_start is not None:
         on_start(points, done)
-    by_key = {p.key: p for p in todo}
-    tasks = [_task(sweep, p) for p in todo]
+    runner = _Runner(sweep, store, claims, report, on_point, on_elsewhere)
     try:
-        for outcome in backend(tasks):
-            point = by_key[outcome.key]
-            if outcome.files is not None:
-                _store_run(store, sweep, point, outcome)
-                _forget_failure(store, point.key)
-                report.ran.append(point.key)
-            else:
-                _record_failure(store, sweep, point, outcome)
-                report.failed[point.key] = outcome.error or "failed"
-            if on_point is not None:
-                on_point(point, outcome)
+        while waiting:
+            waiting = runner.wait_for(runner.run(backend, waiting))
     except KeyboardInterrupt:
         report.interrupted = True
+    finally:
+        runner.release_all()
     return report
+
+
+#: How often a sweep looks at the points another sweep is running, while it waits for them.
+_POLL_SECONDS = 0.5
+
+
+class _Runner:
+    """The state of `run_sweep`: the claims it holds, the report, the callbacks."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        store: Path,
+        claims: _Claims,
+        report: SweepReport,
+        on_point: Callable[[Point, PointOutcome], object] | None,
+        on_elsewhere: Callable[[Point, str | None], object] | None,
+    ) -> None:
+        """A runner of `sweep` into `store`, filling `report`."""
+        self.sweep = sweep
+        self.store = store
+        self.claims = claims
+        self.report = report
+        self.on_point = on_point
+        self.on_elsewhere = on_elsewhere
+        #: The claims held, by key: open file descriptors of the claim files.
+        self.held: dict[str, int] = {}
+        #: The failure records present at the start, by key: their modification times. A
+        #: record newer than this was written by another sweep running now.
+        self.old_failures = _failure_stamps(store)
+
+    def run(self, backend: Backend, points: list[Point]) -> list[Point]:
+        """Runs the points it can claim; returns those that another sweep holds."""
+        others: list[Point] = []
+        by_key: dict[str, Point] = {}
+
+        def tasks() -> Iterator[PointTask]:
+            for point in points:
+                fd = self.claims.take(point.key)
+                if fd is None:
+                    others.append(point)
+                    continue
+                self.held[point.key] = fd
+                if self.finished_elsewhere(point):
+                    self.release(point.key)
+                    continue
+                by_key[point.key] = point
+                yield _task(self.sweep, point)
+
+        outcomes = backend(tasks())
+        try:
+            for outcome in outcomes:
+                point = by_key[outcome.key]
+                if outcome.files is not None:
+                    _store_run(self.store, self.sweep, point, outcome)
+                    _forget_failure(self.store, point.key)
+                    self.report.ran.append(point.key)
+                else:
+                    _record_failure(self.store, self.sweep, point, outcome)
+                    self.report.failed[point.key] = outcome.error or "failed"
+                self.release(point.key)
+                if self.on_point is not None:
+                    self.on_point(point, outcome)
+        finally:
+            # Stops the backend's workers now (a generator's `finally`), not when collected.
+            close = getattr(outcomes, "close", None)
+            if close is not None:
+                close()
+        return others
+
+    def wait_for(self, points: list[Point]) -> list[Point]:
+        """Waits until the points another sweep holds are done or one of them is free.
+
+        Returns those left to run (empty once another sweep finished all of them).
+        """
+        while True:
+            points = [p for p in points if not self.finished_elsewhere(p)]
+            if not points or any(self.claims.free(p.key) for p in points):
+                return points
+            time.sleep(_POLL_SECONDS)
+
+    def finished_elsewhere(self, point: Point) -> bool:
+        """Whether another sweep has run the point, or failed it, since this one started."""
+        if (self.store / "runs" / point.key / POINT_FILE).is_file():
+            self.report.elsewhere.append(point.key)
+            error = None
+        else:
+            record = self.store / "failed" / f"{point.key}.json"
+            stamp = _mtime(record)
+            if stamp is None or stamp == self.old_failures.get(point.key):
+                return False
+            error = json.loads(record.read_text())["error"] or "failed"
+            self.report.failed[point.key] = error
+        if self.on_elsewhere is not None:
+            self.on_elsewhere(point, error)
+        return True
+
+    def release(self, key: str) -> None:
+        """Gives up the claim of `key`."""
+        self.claims.release(key, self.held.pop(key))
+
+    def release_all(self) -> None:
+        """Gives up every claim still held (points abandoned by Ctrl-C or an error)."""
+        for key in list(self.held):
+            self.release(key)
+
+
+class _Claims:
+    """The claims of a store's points: `claims/<key>`, held while a sweep runs the point.
+
+    A claim is an exclusive `flock` on the claim file. The kernel drops the lock when the
+    process that holds it ends, however it ends (SIGKILL included), so a claim never outlives
+    its sweep: "dead" needs no process id (ids are reused) and no timeout. A claim file
+    without a lock is what a killed sweep leaves; the next sweep takes it over. A sweep
+    removes the file when it gives the claim up; `take` checks, once it has the lock, that the
+    file is still the one at the path, so a file removed meanwhile cannot be held twice.
+    Claims work between processes of one machine, and between machines on a filesystem whose
+    locks do (NFS with its lock service).
+    """
+
+    def __init__(self, store: Path) -> None:
+        """The claims of `store`, in `store/claims/`."""
+        self.folder = store / "claims"
+        self.folder.mkdir(exist_ok=True)
+
+    def take(self, key: str) -> int | None:
+        """Claims point `key`: the open claim file, or None if a live process holds it."""
+        path = self.folder / key
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_ino == os.fstat(fd).st_ino:
+                    return fd
+            os.close(fd)  # its holder removed the file before we locked it: try again
+
+    def release(self, key: str, fd: int) -> None:
+        """Gives up the claim `fd` of `key`: removes the file, then unlocks it."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.folder / key).unlink()
+        os.close(fd)
+
+    def free(self, key: str) -> bool:
+        """Whether no live process holds the claim of `key` (without taking it)."""
+        try:
+            fd = os.open(self.folder / key, os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+        return True
 
 
 def _task(sweep: Sweep, point: Point) -> PointTask:
@@ -361,7 +532,9 @@ def _record_failure(store: Path, sweep: Sweep, point: Point, outcome: PointOutco
         "error": outcome.error,
         "spec": point.resolved_spec,
     }
-    (folder / f"{point.key}.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    _write_atomically(
+        folder / f"{point.key}.json", json.dumps(record, indent=2, default=str) + "\n"
+    )
 
 
 def _forget_failure(store: Path, key: str) -> None:
@@ -370,18 +543,54 @@ def _forget_failure(store: Path, key: str) -> None:
         (store / "failed" / f"{key}.json").unlink()
 
 
-def _remove_partial_runs(store: Path) -> None:
-    """Deletes run folders left half-written by an interrupted sweep."""
+def _failure_stamps(store: Path) -> dict[str, int]:
+    """The modification times of the store's failure records, by key."""
+    stamps = {}
+    for record in (store / "failed").glob("*.json"):
+        stamp = _mtime(record)
+        if stamp is not None:
+            stamps[record.stem] = stamp
+    return stamps
+
+
+def _mtime(path: Path) -> int | None:
+    """The modification time of `path` in nanoseconds (None if there is no such file)."""
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _remove_partial_runs(store: Path, claims: _Claims) -> None:
+    """Deletes run folders left half-written by a sweep that was stopped.
+
+    A sweep writes a run folder under the point's claim: a folder whose claim is held is being
+    written by a live sweep and is left alone.
+    """
     for partial in (store / "runs").glob("*.partial-*"):
-        shutil.rmtree(partial, ignore_errors=True)
+        key = partial.name.partition(".")[0]
+        fd = claims.take(key)
+        if fd is not None:
+            shutil.rmtree(partial, ignore_errors=True)
+            claims.release(key, fd)
 
 
 def _save_sweep_spec(sweep: Sweep, store: Path) -> None:
     """Keeps the sweep spec as given in `sweeps/<name>.toml`, its base in `<name>.base.toml`."""
     folder = store / "sweeps"
     folder.mkdir(exist_ok=True)
-    (folder / f"{sweep.name}.toml").write_text(sweep.text)
-    (folder / f"{sweep.name}.base.toml").write_text(dict_to_toml(sweep.base))
+    _write_atomically(folder / f"{sweep.name}.toml", sweep.text)
+    _write_atomically(folder / f"{sweep.name}.base.toml", dict_to_toml(sweep.base))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Writes `path` through a temporary file renamed over it.
+
+    A reader (another sweep on the store) sees the old content or the new, never a part.
+    """
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    partial.write_text(text)
+    partial.replace(path)
 
 
 def _read_base(value: Any, origin: str, folder: Path) -> tuple[dict[str, Any], Path, str]:
@@ -540,45 +749,210 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
+class WorkerStartError(RuntimeError):
+    """A worker process of a sweep's pool ended before it could run a point."""
+
+
 def process_pool(workers: int) -> Backend:
-    """A backend running points on `workers` local processes (started fresh, not forked).
+    """A backend running points on up to `workers` local processes (started fresh, not forked).
 
-    If a worker process dies (a crash, or the kernel's out-of-memory killer), the points it
-    and its siblings were running are tried once more in a new pool, then reported failed.
+    A worker runs one point at a time and is handed the next task when it is free. Workers
+    end with the sweep: Ctrl-C (or any error) in the sweep kills them at once, abandoning the
+    points they were running, and a sweep killed outright (SIGKILL) leaves none behind (each
+    worker watches its parent, see `_worker`). If a worker dies while running a point (a
+    crash, or the kernel's out-of-memory killer), that point is tried once more on a new
+    worker, then reported failed. A worker that ends before it can run anything (it could not
+    import pfcsim, or the main script, which spawned workers import again) raises
+    `WorkerStartError`.
     """
+    if multiprocessing.current_process().name.startswith(_WORKER_NAME):
+        # This is a pool worker importing a main script that starts a sweep when imported (an
+        # unguarded script): end quietly, with a status that lets the parent say so once.
+        raise SystemExit(_IMPORTS_A_SWEEP)
 
-    def run(tasks: Sequence[PointTask]) -> Iterator[PointOutcome]:
-        attempts = dict.fromkeys((t.key for t in tasks), 0)
-        pending = list(tasks)
-        while pending:
-            pool = ProcessPoolExecutor(
-                max_workers=max(1, min(workers, len(pending))),
-                mp_context=multiprocessing.get_context("spawn"),
-            )
-            broken: list[PointTask] = []
-            try:
-                futures = {pool.submit(execute, t): t for t in pending}
-                for future in as_completed(futures):
-                    task = futures[future]
+    def run(tasks: Iterable[PointTask]) -> Iterator[PointOutcome]:
+        context = multiprocessing.get_context("spawn")
+        source = iter(tasks)
+        numbers = itertools.count(1)
+        retries: list[PointTask] = []
+        attempts: dict[str, int] = {}
+        pool: list[_Worker] = []
+        completed = False
+        try:
+            while True:
+                # Give every idle worker a task; start workers (up to `workers`) for more.
+                idle = [w for w in pool if w.task is None]
+                while idle or len(pool) < workers:
+                    task = retries.pop() if retries else next(source, None)
+                    if task is None:
+                        break
+                    worker = idle.pop() if idle else _Worker.start(context, next(numbers), pool)
+                    worker.give(task)
+                if all(w.task is None for w in pool):
+                    break
+                ready = multiprocessing.connection.wait([w.conn for w in pool])
+                for worker in [w for w in pool if w.conn in ready]:
                     try:
-                        yield future.result()
-                    except BrokenProcessPool:
-                        attempts[task.key] += 1
+                        message = worker.conn.recv()
+                    except (EOFError, OSError):  # the worker died
+                        pool.remove(worker)
+                        code = worker.end(kill=False)
+                        if not worker.started:
+                            raise WorkerStartError(_could_not_start(code)) from None
+                        task = worker.task
+                        if task is None:
+                            continue
+                        attempts[task.key] = attempts.get(task.key, 0) + 1
                         if attempts[task.key] < 2:
-                            broken.append(task)
+                            retries.append(task)
                         else:
-                            yield PointOutcome(task.key, None, _WORKER_DIED, 0.0)
-            finally:
-                pool.shutdown(wait=False, cancel_futures=True)
-            pending = broken
+                            yield PointOutcome(task.key, None, _died(code), 0.0)
+                        continue
+                    if message == _READY:
+                        worker.started = True
+                        worker.send_task()
+                    else:
+                        worker.task = None
+                        yield message
+            completed = True
+        finally:
+            for worker in pool:
+                worker.end(kill=not completed)
 
     return run
 
 
-_WORKER_DIED = (
-    "the worker process died while running this point or one beside it (a crash or out of "
-    "memory), twice; rerun the sweep with -j 1 to tell which"
-)
+#: The name of a pool worker process (followed by its number).
+_WORKER_NAME = "pfcsim-sweep-worker"
+#: What a worker sends once it has started.
+_READY = "ready"
+#: The exit status of a worker whose import of the main script starts a sweep.
+_IMPORTS_A_SWEEP = 3
+
+
+@dataclass
+class _Worker:
+    """A worker process of `process_pool`, its end of the pipe, and the task it runs."""
+
+    process: BaseProcess
+    conn: Connection
+    #: Whether it has said it is ready (it imported everything it needs).
+    started: bool = False
+    #: The task given to it, until its outcome comes back.
+    task: PointTask | None = None
+
+    @staticmethod
+    def start(context: SpawnContext, number: int, pool: list[_Worker]) -> _Worker:
+        """Starts worker `number` and adds it to `pool`.
+
+        The worker is started with SIGINT blocked, and keeps it blocked (a signal mask is
+        inherited): a terminal's Ctrl-C goes to the whole process group, and the sweep alone
+        decides what it means (it kills its workers), from the worker's first instruction
+        on. The worker joins `pool` before SIGINT is unblocked here, so that a Ctrl-C pending
+        meanwhile cannot leave it out of the pool that the sweep stops. (multiprocessing
+        starts its resource tracker with the first process it starts, and unblocks SIGINT
+        after that: the tracker is started first.)
+        """
+        conn, child_conn = context.Pipe()
+        process = context.Process(
+            target=_worker, args=(child_conn,), name=f"{_WORKER_NAME}-{number}", daemon=True
+        )
+        resource_tracker.ensure_running()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            process.start()
+            worker = _Worker(process, conn)
+            pool.append(worker)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            child_conn.close()  # the worker holds the only other end: it reads EOF if we go
+        return worker
+
+    def give(self, task: PointTask) -> None:
+        """Hands `task` to the worker (sent once it has started)."""
+        self.task = task
+        if self.started:
+            self.send_task()
+
+    def send_task(self) -> None:
+        """Sends the task given to the worker, if any."""
+        if self.task is not None:
+            with contextlib.suppress(OSError):  # it died: `run` reads EOF next
+                self.conn.send(self.task)
+
+    def end(self, *, kill: bool) -> int | None:
+        """Stops the process (kills it, or lets it finish) and returns its exit code."""
+        if kill:
+            self.process.kill()
+        self.conn.close()  # an idle worker reads EOF and returns
+        self.process.join(timeout=10)
+        if self.process.exitcode is None:
+            self.process.kill()
+            self.process.join()
+        code = self.process.exitcode
+        self.process.close()
+        return code
+
+
+def _worker(conn: Connection) -> None:
+    """A pool worker: runs the tasks that come through `conn`, one at a time, until EOF.
+
+    (It runs with SIGINT blocked, see `_Worker.start`.) A daemon thread waits on the pipe
+    `multiprocessing.parent_process().sentinel`, whose other end only the parent holds: it
+    reads EOF as soon as the parent process ends, however it ends (SIGKILL included), and the
+    thread then ends the worker at once, in the middle of a point too (the simulation runs
+    without the GIL). PR_SET_PDEATHSIG would do the same through ctypes on Linux only, and it
+    fires when the thread that started the worker ends rather than its process.
+    """
+    parent = multiprocessing.parent_process()
+    assert parent is not None
+    threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+    # The parent may go between two messages: its EOF or a failed send ends the worker.
+    with contextlib.suppress(EOFError, OSError):
+        conn.send(_READY)
+        while True:
+            conn.send(execute(conn.recv()))
+
+
+def _exit_with(sentinel: int) -> None:
+    """Ends this process as soon as `sentinel` (the parent's) is ready."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
+
+
+def _could_not_start(code: int | None) -> str:
+    """The error of a worker that ended, with exit code `code`, before it could run a point."""
+    guard = 'put the sweep under `if __name__ == "__main__":`'
+    path = getattr(sys.modules["__main__"], "__file__", None)
+    main = f"the main script {path}" if path else "the main script"
+    if code == _IMPORTS_A_SWEEP:
+        return (
+            f"the worker process could not start: like every spawned process, it imports "
+            f"{main} again, and the script starts a sweep when imported; {guard} "
+            "(docs/sweeps.md)"
+        )
+    return (
+        f"the worker process could not start ({_exit_reason(code)}; its error is printed "
+        f"above): it imports pfcsim, and like every spawned process {main} again; if the "
+        f"script starts a sweep, {guard} (docs/sweeps.md)"
+    )
+
+
+def _died(code: int | None) -> str:
+    """The error of a point whose worker died while running it, twice (last with `code`)."""
+    return (
+        f"the worker process died while running this point, twice (last {_exit_reason(code)}): "
+        "a crash, or out of memory"
+    )
+
+
+def _exit_reason(code: int | None) -> str:
+    """How a process ended: `exit status N` or `killed by SIGNAME`."""
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 def ray_backend(address: str) -> Backend:
@@ -591,7 +965,7 @@ def ray_backend(address: str) -> Backend:
     in. Results come back to this process, which writes the store.
     """
 
-    def run(tasks: Sequence[PointTask]) -> Iterator[PointOutcome]:
+    def run(tasks: Iterable[PointTask]) -> Iterator[PointOutcome]:
         try:
             import ray
         except ImportError:

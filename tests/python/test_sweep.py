@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +215,7 @@ def test_a_failing_point_is_reported_and_the_others_finish(
     points = check(sweep)
     doomed = points[3].key
 
-    def backend(tasks: Sequence[PointTask]) -> Iterator[PointOutcome]:
+    def backend(tasks: Iterable[PointTask]) -> Iterator[PointOutcome]:
         for task in tasks:
             if task.key == doomed:
                 yield PointOutcome(task.key, None, "boom", 0.0)
