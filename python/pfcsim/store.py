@@ -277,7 +277,7 @@ class Store:
 
 
 #: The layout of the index: a store indexed by another pfcsim version is indexed again.
-_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 5"
+_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 6"
 
 
 def _index_format(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -364,6 +364,9 @@ def _run_row(folder: Path) -> dict[str, Any]:
         "point_index": point.get("index"),
         "label": point.get("label"),
         "point_wall_seconds": point.get("wall_seconds"),
+        # NULL for runs made before point.json recorded the version.
+        "pfcsim_version": point.get("pfcsim_version"),
+        "finished_at": point.get("finished_at"),
     }
     row.update(_shorthands(spec))
     row["fingerprint"] = f"{stats.pop('fingerprint'):016x}"
