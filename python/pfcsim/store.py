@@ -101,7 +101,8 @@ class Store:
 
     `runs` gives the `runs` table as a pandas DataFrame (`runs_pl`: polars); `sql` runs any
     query against the index; `results(key)` loads one run as `Results`; `comparison` pivots
-    a metric by scheme and swept fields. `only(keys)` is a view restricted to some runs.
+    a metric by scheme and swept fields; `report` writes the HTML report. `only(keys)` is a
+    view restricted to some runs.
     """
 
     #: The runs this view is restricted to (None: every run of the store). Restricts `runs`,
@@ -239,6 +240,17 @@ class Store:
             )
             axes.append(next(same, column))
         return list(dict.fromkeys(axes))
+
+    def report(self, out: str | os.PathLike[str] | None = None) -> Path:
+        """Writes the store's HTML report (one self-contained page; `pfcsim.report`).
+
+        To `out`, default `<store>/report.html`; returns its path. A store made by `pfcsim
+        reproduce` shows its experiment, claims and figures, and only the runs of its current
+        sweep (a view made with `only` shows its own runs).
+        """
+        from pfcsim.report import write_report
+
+        return write_report(self, None if out is None else Path(out))
 
     def comparison(
         self,
