@@ -203,15 +203,26 @@ def _converted(figure: Figure, caption: str) -> _Figure:
 
 
 def _standard_figures(store: Store, runs: pd.DataFrame, axes: list[str]) -> list[_Figure]:
-    """The standard figures of `pfcsim plot`, one set per group of the other swept fields.
+    """The standard figures of `pfcsim plot` for the store (see `standard_requests`)."""
+    return [_store_figure(store, r, caption) for caption, r in standard_requests(runs, axes)]
 
-    Series: the scheme, a wrapper's inner scheme, and the fields only some runs have. x: the
-    load, else the first other swept field, else the sweep (one panel).
+
+def standard_requests(runs: pd.DataFrame, axes: list[str]) -> list[tuple[str, plots.FigureRequest]]:
+    """The standard figures for these runs and swept fields: (caption, request) pairs.
+
+    Series: the scheme, a wrapper's inner scheme, and the fields only some runs have that take
+    several values within a series. x: the load, else the first other swept field, else the
+    sweep (one panel). The other swept fields (but the seed, and fields with one value per
+    series) make one set of figures per combination of their values, if there are at most
+    `MAX_GROUPS`; with more, the runs are pooled and the caption says so.
     """
     series = ["scheme", *(a for a in axes if a.startswith("lb.") and a.endswith(".scheme"))]
     # A field only some runs have (a parameter of one scheme, a variant of one series' setup)
-    # names series too: `clb+flowlet`, and `ecmp` for the runs without it.
-    series += [a for a in axes if a not in (*series, "seed") and runs[a].isna().any()]
+    # names series too where it splits one (`clb+flowlet`; `ecmp` for the runs without it).
+    for axis in axes:
+        some_runs = axis not in (*series, "seed") and runs[axis].isna().any()
+        if some_runs and not _follows(runs, axis, series):
+            series.append(axis)
     x = "load" if "load" in runs.columns and runs["load"].notna().any() else None
     others = [a for a in axes if a not in (*series, "seed", x) and not _follows(runs, a, series)]
     if x is None:
@@ -225,13 +236,14 @@ def _standard_figures(store: Store, runs: pd.DataFrame, axes: list[str]) -> list
             groups = found
         else:
             pooled = f" (pooled over {', '.join(others)}: {len(found)} combinations)"
-    drawn = []
+    requests = []
     for where, kind in itertools.product(groups, STANDARD_KINDS):
-        request = plots.FigureRequest(kind, series=tuple(series), x=x, where=where)
         condition = ", ".join(f"{field} = {value}" for field, value in where)
         caption = f"{kind}: {plots.KINDS[kind]}" + (f"; {condition}" if condition else pooled)
-        drawn.append(_store_figure(store, request, caption))
-    return drawn
+        requests.append(
+            (caption, plots.FigureRequest(kind, series=tuple(series), x=x, where=where))
+        )
+    return requests
 
 
 def _follows(runs: pd.DataFrame, field: str, series: list[str]) -> bool:

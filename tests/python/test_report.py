@@ -15,7 +15,7 @@ import pfcsim
 from chromium import Chromium, find_binary
 from conftest import TINY_TOML
 from pfcsim import interactive, plots, reproduce
-from pfcsim.report import REPRODUCTION_FILE, STANDARD_KINDS, _converted
+from pfcsim.report import REPRODUCTION_FILE, STANDARD_KINDS, _converted, standard_requests
 from test_cli import cli
 from test_reproduce import root  # noqa: F401 (the experiments folder fixture)
 
@@ -213,6 +213,47 @@ def test_reproduce_writes_the_report_with_the_experiment_and_its_claims(
 def _reproduction_keys(store: Path) -> list[str]:
     """The keys of the current sweep's points that `reproduce` recorded."""
     return json.loads((store / REPRODUCTION_FILE).read_text())["keys"]
+
+
+def test_the_standard_figures_pick_series_x_and_groups_from_the_swept_fields() -> None:
+    import pandas as pd
+
+    nan = float("nan")
+    # RLB around two schemes, two workloads, two loads; a table size only DRILL has (one
+    # value: it follows the series), a granularity CLB has in two values (it splits a series).
+    runs = pd.DataFrame(
+        {
+            "scheme": ["drill", "rlb", "rlb", "clb", "clb"] * 4,
+            "lb.inner.scheme": [None, "drill", "presto", None, None] * 4,
+            "lb.table_size": [64, nan, nan, nan, nan] * 4,
+            "lb.granularity": [None, None, None, "packet", "flow"] * 4,
+            "workload": ["web_search"] * 10 + ["hadoop"] * 10,
+            "load": ([0.5] * 5 + [0.8] * 5) * 2,
+            "seed": [1] * 20,
+            "sweep": ["s"] * 20,
+        }
+    )
+    axes = ["scheme", "lb.inner.scheme", "lb.table_size", "lb.granularity", "workload", "load"]
+    requests = standard_requests(runs, axes)
+    assert [r.kind for _, r in requests] == [*STANDARD_KINDS] * 2
+    assert {r.series for _, r in requests} == {("scheme", "lb.inner.scheme", "lb.granularity")}
+    assert {r.x for _, r in requests} == {"load"}
+    assert [r.where for _, r in requests[::4]] == [
+        (("workload", "web_search"),),
+        (("workload", "hadoop"),),
+    ]
+    assert requests[0][0].endswith("; workload = web_search")
+    # Without a load: the first other swept field is the x axis; without one, the sweep.
+    no_load = runs.assign(load=None)
+    assert {r.x for _, r in standard_requests(no_load, axes)} == {"workload"}
+    alone = [a for a in axes if a not in ("workload", "load")]
+    assert {r.x for _, r in standard_requests(no_load, alone)} == {"sweep"}
+    # More combinations of the other fields than MAX_GROUPS: pooled, and said so.
+    many = runs.assign(workload=[f"w{i // 4}" for i in range(20)])
+    pooled = standard_requests(many, axes)
+    assert len(pooled) == len(STANDARD_KINDS)
+    assert all(r.where == () for _, r in pooled)
+    assert pooled[0][0].endswith("(pooled over workload: 5 combinations)")
 
 
 def test_a_long_line_is_thinned_to_its_envelope() -> None:
