@@ -36,6 +36,7 @@ import io
 import itertools
 import json
 import math
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -266,7 +267,9 @@ def _monitor_figures(store: Store, runs: pd.DataFrame) -> list[_Figure]:
         if not keys:
             continue
         shown = keys[: plots.MAX_PANELS]
-        caption = f"{kind}: {plots.KINDS[kind]}"
+        # The kind's description without the command line's `--y` alternative it names.
+        what = re.sub(r" \(--y [^)]*\)", "", plots.KINDS[kind])
+        caption = f"{kind}: {what}"
         if len(keys) > len(shown):
             caption += f" (the first {len(shown)} of {len(keys)} runs with a {table} monitor)"
         results = [(labels[k], store.results(k)) for k in shown]

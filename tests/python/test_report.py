@@ -15,7 +15,13 @@ import pfcsim
 from chromium import Chromium, find_binary
 from conftest import TINY_TOML
 from pfcsim import interactive, plots, reproduce
-from pfcsim.report import REPRODUCTION_FILE, STANDARD_KINDS, _converted, standard_requests
+from pfcsim.report import (
+    REPRODUCTION_FILE,
+    STANDARD_KINDS,
+    _converted,
+    _monitor_figures,
+    standard_requests,
+)
 from test_cli import cli
 from test_reproduce import root  # noqa: F401 (the experiments folder fixture)
 
@@ -169,6 +175,19 @@ def test_the_report_holds_the_runs_the_swept_fields_and_the_shared_spec(
     assert "Differ between runs" in spec
     assert "#   lb.scheme" in spec
     assert 'scheme = "ecmp"' not in spec
+
+
+def test_monitor_figures_show_at_most_max_panels_runs_and_say_so(
+    store: pfcsim.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plots, "MAX_PANELS", 1)
+    figures = _monitor_figures(store, store.runs)
+    assert [f.caption.split(":")[0] for f in figures] == ["queue", "pfc-timeline"]
+    assert figures[0].caption.endswith("(the first 1 of 2 runs with a queue monitor)")
+    assert "--y" not in figures[0].caption
+    layout = figures[0].layout
+    assert layout is not None
+    assert len(layout.children) == 1  # one panel: one run
 
 
 def test_the_report_command_names_a_bad_store(tmp_path: Path) -> None:
