@@ -148,7 +148,20 @@ def _parser() -> argparse.ArgumentParser:
     repro.add_argument("-j", "--jobs", type=int, help="local worker processes")
     repro.add_argument("--ray", metavar="auto|local|ADDRESS", help="run points as Ray tasks")
     repro.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    repro.add_argument(
+        "--no-report",
+        action="store_true",
+        help="write no HTML report (pfcsim report STORE makes it later)",
+    )
     repro.set_defaults(command=_reproduce)
+
+    report = sub.add_parser(
+        "report",
+        help="one self-contained HTML page of a results store: runs, figures, claims, spec",
+    )
+    report.add_argument("store", type=Path, help="the results store folder")
+    report.add_argument("-o", "--out", type=Path, help="the HTML file (default: STORE/report.html)")
+    report.set_defaults(command=_report)
 
     validate = sub.add_parser(
         "validate", help="check a spec (and build its topology and traffic) without running it"
@@ -347,6 +360,7 @@ def _reproduce(args: argparse.Namespace) -> None:
         workers=args.jobs,
         ray=args.ray,
         progress=not args.quiet,
+        report=not args.no_report,
     )
     kind = "quick run" if args.quick else "full run"
     print(f"{experiment.name}: {experiment.title} ({kind})")
@@ -357,9 +371,16 @@ def _reproduce(args: argparse.Namespace) -> None:
         print()
         print(reproduce.format_claims(result.claims))
         print(f"\nclaims table: {result.store / 'claims.csv'}")
+    if result.report is not None:
+        print(f"report: {result.report}")
     if result.failed_points:
         print(f"{result.failed_points} points failed: see {result.store / 'failed'}")
         args.status = 1
+
+
+def _report(args: argparse.Namespace) -> None:
+    """`pfcsim report`: writes the store's HTML report and prints where."""
+    print(pfcsim.open_store(args.store).report(args.out))
 
 
 def _validate(args: argparse.Namespace) -> None:

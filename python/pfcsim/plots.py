@@ -131,6 +131,11 @@ class FigureRequest:
 
 def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
     """Draws one figure of `store` into `out_dir` as `<kind>.png` and `<kind>.svg`."""
+    return _save(make_figure(store, request), request, out_dir)
+
+
+def make_figure(store: Store, request: FigureRequest) -> Figure:
+    """One figure of `store` (matplotlib), as `draw` saves it; close it with `plt.close`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -147,14 +152,13 @@ def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
             raise ValueError(
                 f"{len(runs)} runs would make too many panels; narrow them with --where FIELD=VALUE"
             )
-        figure = run_figure(
+        return run_figure(
             [
                 (name, store.results(key))
                 for name, key in zip(runs[SERIES], runs["key"], strict=True)
             ],
             request,
         )
-        return _save(figure, request, out_dir)
     if request.kind in ("lines", "bars") and request.y is None:
         raise ValueError(f"a {request.kind} figure needs the runs column to draw (y)")
     if request.normalize is not None:
@@ -176,10 +180,10 @@ def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
         "lines": _generic,
         "bars": _generic,
     }[request.kind]
-    figure = drawer(store, runs, request)
+    drawn = drawer(store, runs, request)
     if request.title is not None:
-        figure.suptitle(request.title)
-    return _save(figure, request, out_dir)
+        drawn.suptitle(request.title)
+    return drawn
 
 
 def _save(figure: Figure, request: FigureRequest, out_dir: Path) -> list[Path]:

@@ -28,8 +28,9 @@ An experiment is a folder `experiments/<group>/<name>/` holding `experiment.toml
     paper = 0.72
 
 `pfcsim reproduce <group>/<name>` runs the sweep into a store (resumable, local or Ray),
-draws the figures into the store's `figures/` (PNG and SVG) and prints the claims next to
-our numbers with their ratio (also written to `claims.csv`).
+draws the figures into the store's `figures/` (PNG and SVG), prints the claims next to
+our numbers with their ratio (also written to `claims.csv`), and writes the store's HTML
+report (`report.html`, `pfcsim.report`; the experiment is kept in `reproduction.json`).
 """
 
 from __future__ import annotations
@@ -156,6 +157,8 @@ class Reproduction:
     #: One row per claim: text, paper, ours, ratio (ours / paper).
     claims: list[dict[str, Any]] = field(default_factory=list)
     failed_points: int = 0
+    #: The HTML report (`pfcsim.report`) in the store; None if not asked or no point finished.
+    report: Path | None = None
 
 
 def default_root() -> Path:
@@ -220,17 +223,23 @@ def reproduce(
     workers: int | None = None,
     ray: str | None = None,
     progress: bool = False,
+    report: bool = True,
 ) -> Reproduction:
-    """Runs the experiment's sweep, draws its figures and computes its claims."""
+    """Runs the experiment's sweep, draws its figures, computes its claims, writes the report.
+
+    The HTML report (`pfcsim.report`) only if `report` and a point finished; the store keeps
+    the experiment in `reproduction.json` either way, so `pfcsim report` can make it later.
+    """
     from pfcsim.api import sweep as run_sweep
     from pfcsim.plots import draw
+    from pfcsim.report import save_reproduction, write_report
     from pfcsim.store import Store
 
     sweep = experiment.sweep(quick=quick)
     store_dir = out or Path("results") / "reproduce" / (
         experiment.name + ("-quick" if quick else "")
     )
-    report = run_sweep(
+    outcome = run_sweep(
         _as_dict(sweep),
         out=store_dir,
         workers=workers,
@@ -239,15 +248,23 @@ def reproduce(
         base_dir=sweep.base_dir,
     )
     # Only this sweep's runs: the store may also hold runs of its older versions.
-    store = Store(store_dir).only(point.key for point in report.points)
-    result = Reproduction(experiment, store_dir, failed_points=len(report.failed))
+    store = Store(store_dir).only(point.key for point in outcome.points)
+    result = Reproduction(experiment, store_dir, failed_points=len(outcome.failed))
     label = f" (quick run: {experiment.quick.get('note', 'reduced sweep')})" if quick else ""
-    for request in experiment.figures:
-        title = (request.title or experiment.title) + label
-        titled = dataclasses.replace(request, title=title)
-        result.figures.extend(draw(store, titled, store_dir / "figures"))
+    titled = [
+        dataclasses.replace(request, title=(request.title or experiment.title) + label)
+        for request in experiment.figures
+    ]
+    for request in titled:
+        result.figures.extend(draw(store, request, store_dir / "figures"))
     result.claims = [evaluate(claim, store) for claim in experiment.claims]
     _write_claims(result.claims, store_dir / "claims.csv")
+    keys = [point.key for point in outcome.points]
+    save_reproduction(
+        store_dir, experiment, quick=quick, keys=keys, figures=titled, claims=result.claims
+    )
+    if report and not store.runs.empty:
+        result.report = write_report(store)
     return result
 
 

@@ -104,7 +104,8 @@ class Store:
 
     `runs` gives the `runs` table as a pandas DataFrame (`runs_pl`: polars); `sql` runs any
     query against the index; `results(key)` loads one run as `Results`; `comparison` pivots
-    a metric by scheme and swept fields. `only(keys)` is a view restricted to some runs.
+    a metric by scheme and swept fields; `report` writes the HTML report. `only(keys)` is a
+    view restricted to some runs.
     """
 
     #: The runs this view is restricted to (None: every run of the store). Restricts `runs`,
@@ -254,6 +255,17 @@ class Store:
             axes.append(next(same, column))
         return list(dict.fromkeys(axes))
 
+    def report(self, out: str | os.PathLike[str] | None = None) -> Path:
+        """Writes the store's HTML report (one self-contained page; `pfcsim.report`).
+
+        To `out`, default `<store>/report.html`; returns its path. A store made by `pfcsim
+        reproduce` shows its experiment, claims and figures, and only the runs of its current
+        sweep (a view made with `only` shows its own runs).
+        """
+        from pfcsim.report import write_report
+
+        return write_report(self, None if out is None else Path(out))
+
     def comparison(
         self,
         metric: str,
@@ -291,7 +303,7 @@ class Store:
 
 
 #: The layout of the index: a store indexed by another pfcsim version is indexed again.
-_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 6"
+_INDEX_FORMAT = f"pfcsim {version('pfcsim')}, index layout 7"
 
 
 def _index_format(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -378,6 +390,9 @@ def _run_row(folder: Path) -> dict[str, Any]:
         "point_index": point.get("index"),
         "label": point.get("label"),
         "point_wall_seconds": point.get("wall_seconds"),
+        # NULL for runs made before point.json recorded the version.
+        "pfcsim_version": point.get("pfcsim_version"),
+        "finished_at": point.get("finished_at"),
     }
     row.update(_shorthands(spec))
     row["fingerprint"] = f"{stats.pop('fingerprint'):016x}"

@@ -500,12 +500,15 @@ def _store_run(store: Path, sweep: Sweep, point: Point, outcome: PointOutcome) -
     partial.mkdir()
     for name, data in outcome.files.items():
         (partial / name).write_bytes(data)
+    from pfcsim import __version__
+
     record = {
         "key": point.key,
         "sweep": sweep.name,
         "index": point.index,
         "params": point.params,
         "label": point.label,
+        "pfcsim_version": __version__,
         "wall_seconds": outcome.wall_seconds,
         "peak_packets": outcome.peak_packets,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

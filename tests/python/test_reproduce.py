@@ -114,17 +114,26 @@ def test_quick_run_draws_the_figures_and_tabulates_the_claims(root: Path, tmp_pa
     assert float(rows[1]["ours"]) == pytest.approx(ooo)
     assert ooo > 0
     assert "RPS cuts the p99 FCT" in done.stdout
+    assert "report: results/reproduce/demo/tiny-quick/report.html" in done.stdout.splitlines()
+    assert (store / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+# The tests below skip the HTML report (seconds each); test_report.py tests it.
 
 
 def test_figures_and_claims_take_only_the_runs_of_the_current_sweep(
     root: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "store"
-    reproduce.reproduce(reproduce.load_experiment(root, "demo/tiny"), quick=True, out=out)
+    reproduce.reproduce(
+        reproduce.load_experiment(root, "demo/tiny"), quick=True, out=out, report=False
+    )
     # The experiment changes its load: the store keeps the old runs beside the new ones.
     text = TINY_EXPERIMENT.replace('"traffic[0].load" = [0.3]', '"traffic[0].load" = [0.5]')
     (root / "demo" / "tiny" / "experiment.toml").write_text(text)
-    result = reproduce.reproduce(reproduce.load_experiment(root, "demo/tiny"), quick=True, out=out)
+    result = reproduce.reproduce(
+        reproduce.load_experiment(root, "demo/tiny"), quick=True, out=out, report=False
+    )
     runs = pfcsim.open_store(out).runs
     assert sorted(set(runs["load"])) == [0.3, 0.5]
     rps = runs[runs["scheme"] == "rps"]
@@ -150,7 +159,7 @@ def test_a_claim_naming_a_series_without_runs_says_which_series_exist(
     )
     (root / "demo" / "tiny" / "experiment.toml").write_text(TINY_EXPERIMENT + misnamed)
     experiment = reproduce.load_experiment(root, "demo/tiny")
-    result = reproduce.reproduce(experiment, quick=True, out=tmp_path / "store")
+    result = reproduce.reproduce(experiment, quick=True, out=tmp_path / "store", report=False)
     notes = {row["claim"]: row["note"] for row in result.claims}
     assert notes["RPS cuts the p99 FCT by up to 10% against ECMP"] == ""
     assert notes["misnamed"] == "no run of series 'RPS' (the series of scheme here: ecmp, rps)"
@@ -215,7 +224,9 @@ def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
     experiment = reproduce.load_experiment(root, "demo/tiny")
     lines, bars = experiment.figures
     assert (lines.xlabel, bars.xlabel) == (None, "load balancer")
-    result = reproduce.reproduce(experiment, quick=True, out=tmp_path / "store", workers=1)
+    result = reproduce.reproduce(
+        experiment, quick=True, out=tmp_path / "store", workers=1, report=False
+    )
     store = pfcsim.open_store(result.store)
     runs = plots._selected_runs(store, bars)
     assert plots._generic(store, runs, bars).axes[0].get_xlabel() == "load balancer"
@@ -245,7 +256,9 @@ def test_a_figure_draws_its_own_x_label(root: Path, tmp_path: Path) -> None:
 
 def test_a_reduction_claim_is_the_largest_over_the_loads_of_the_seed_means(root: Path) -> None:
     experiment = reproduce.load_experiment(root, "demo/tiny")
-    result = reproduce.reproduce(experiment, quick=False, out=root.parent / "store", workers=2)
+    result = reproduce.reproduce(
+        experiment, quick=False, out=root.parent / "store", workers=2, report=False
+    )
     runs = pfcsim.open_store(result.store).runs
     p99 = runs.groupby(["scheme", "load"])["fct_p99_us"].mean()
     expected = max(1 - p99["rps", load] / p99["ecmp", load] for load in (0.2, 0.4))
@@ -262,7 +275,9 @@ def test_a_reduction_against_a_baseline_of_zero_has_no_value(root: Path) -> None
     )
     (root / "demo" / "tiny" / "experiment.toml").write_text(text)
     experiment = reproduce.load_experiment(root, "demo/tiny")
-    result = reproduce.reproduce(experiment, quick=True, out=root.parent / "store", workers=2)
+    result = reproduce.reproduce(
+        experiment, quick=True, out=root.parent / "store", workers=2, report=False
+    )
     runs = pfcsim.open_store(result.store).runs
     assert (runs.loc[runs["scheme"] == "ecmp", "ooo_ratio"] == 0).all()
     assert runs.loc[runs["scheme"] == "rps", "ooo_ratio"].mean() > 0
@@ -285,7 +300,9 @@ def test_parameters_some_series_lack_do_not_split_the_conditions(root: Path) -> 
         experiment_toml.read_text().replace('series = "rps"', 'series = "letflow"')
     )
     experiment = reproduce.load_experiment(root, "demo/tiny")
-    result = reproduce.reproduce(experiment, quick=True, out=root.parent / "store", workers=2)
+    result = reproduce.reproduce(
+        experiment, quick=True, out=root.parent / "store", workers=2, report=False
+    )
     runs = pfcsim.open_store(result.store).runs
     assert runs.loc[runs["scheme"] == "ecmp", "lb.flowlet_timeout"].isna().all()
     assert runs["lb.flowlet_timeout"].nunique() == 2
@@ -303,7 +320,9 @@ def test_a_claim_over_several_baselines_folds_every_baseline_and_load(root: Path
     (folder / "experiment.toml").write_text(text.replace('over = "max"', 'over = "min"', 1))
     experiment = reproduce.load_experiment(root, "demo/tiny")
     assert experiment.claims[0].baseline == ("ecmp", "drb")
-    result = reproduce.reproduce(experiment, quick=False, out=root.parent / "store", workers=2)
+    result = reproduce.reproduce(
+        experiment, quick=False, out=root.parent / "store", workers=2, report=False
+    )
     p99 = pfcsim.open_store(result.store).runs.groupby(["scheme", "load"])["fct_p99_us"].mean()
     each = {
         base: [1 - p99["rps", load] / p99[base, load] for load in (0.2, 0.4)]
@@ -359,7 +378,9 @@ def test_bad_experiment_files_name_the_key(root: Path, edit: str, message: str) 
 
 def test_normalize_divides_each_series_by_its_best_condition(root: Path) -> None:
     experiment = reproduce.load_experiment(root, "demo/tiny")
-    result = reproduce.reproduce(experiment, quick=False, out=root.parent / "store", workers=2)
+    result = reproduce.reproduce(
+        experiment, quick=False, out=root.parent / "store", workers=2, report=False
+    )
     store = pfcsim.open_store(result.store)
     p99 = store.runs.groupby(["scheme", "load"])["fct_p99_us"].mean()
     rps, ecmp = p99["rps"], p99["ecmp"]
@@ -451,10 +472,19 @@ def test_an_unknown_experiment_lists_the_known_ones(root: Path) -> None:
 def test_every_experiment_of_the_repository_runs_quick(name: str, tmp_path: Path) -> None:
     if name == "(none)":
         pytest.skip("no experiments in the repository")
+    # Without the HTML report: it would add seconds per experiment (test_report.py tests it).
     done = cli(
-        "reproduce", name, "--quick", "-q", "--experiments", str(REPO_EXPERIMENTS), cwd=tmp_path
+        "reproduce",
+        name,
+        "--quick",
+        "-q",
+        "--no-report",
+        "--experiments",
+        str(REPO_EXPERIMENTS),
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
+    assert "report:" not in done.stdout
     experiment = reproduce.load_experiment(REPO_EXPERIMENTS, name)
     figures = tmp_path / "results" / "reproduce" / f"{name}-quick" / "figures"
     for figure in experiment.figures:

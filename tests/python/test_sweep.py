@@ -444,6 +444,22 @@ def test_the_index_follows_deleted_run_folders(store: pfcsim.Store) -> None:
     assert again.sql("SELECT count(*) AS n FROM flows WHERE run_key = ?", [victim])["n"][0] == 0
 
 
+def test_each_run_records_the_pfcsim_version_that_made_it(store: pfcsim.Store) -> None:
+    runs = store.runs
+    assert set(runs["pfcsim_version"]) == {pfcsim.__version__}
+    assert runs["finished_at"].notna().all()
+    key = runs["key"][0]
+    point = json.loads((store.path / "runs" / key / "point.json").read_text())
+    assert point["pfcsim_version"] == pfcsim.__version__
+    # A run of an older pfcsim, whose point.json has no version: NULL, not an error.
+    del point["pfcsim_version"]
+    (store.path / "runs" / key / "point.json").write_text(json.dumps(point))
+    (store.path / "index.duckdb").unlink()
+    runs = pfcsim.open_store(store.path).runs.set_index("key")
+    assert runs["pfcsim_version"].isna()[key]
+    assert runs["pfcsim_version"].notna().sum() == len(runs) - 1
+
+
 def test_comparison_averages_seeds_per_scheme_and_load(store: pfcsim.Store) -> None:
     assert store.axes() == ["seed", "scheme", "load"]
     table = store.comparison("fct_p99_us")
