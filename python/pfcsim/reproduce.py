@@ -279,14 +279,30 @@ def evaluate(claim: Claim, store: Store) -> dict[str, Any]:
     ratio = None
     if ours is not None and claim.paper not in (None, 0.0):
         ratio = ours / claim.paper
+    note = _missing_series(claim, runs)
+    if ours is None and not note:
+        note = _no_value(claim, runs)
     return {
         "claim": claim.text,
         "metric": claim.metric,
         "paper": claim.paper,
         "ours": ours,
         "ratio": ratio,
-        "note": _missing_series(claim, runs),
+        "note": note,
     }
+
+
+def _no_value(claim: Claim, runs: pd.DataFrame) -> str:
+    """Why a claim whose series all have runs has no number."""
+    if claim.compare != "value":
+        baselines = [claim.baseline] if isinstance(claim.baseline, str) else claim.baseline
+        base = runs.loc[runs["series"].isin(baselines or []), claim.metric].dropna()
+        if not base.empty and (base == 0).all():
+            return (
+                f"{claim.metric} is 0 in every run of the baseline: a {claim.compare} "
+                "against 0 is undefined"
+            )
+    return f"{claim.metric} has no value in the runs compared (e.g. no flow finished)"
 
 
 def _missing_series(claim: Claim, runs: pd.DataFrame) -> str:

@@ -282,6 +282,9 @@ def test_a_reduction_against_a_baseline_of_zero_has_no_value(root: Path) -> None
     assert (runs.loc[runs["scheme"] == "ecmp", "ooo_ratio"] == 0).all()
     assert runs.loc[runs["scheme"] == "rps", "ooo_ratio"].mean() > 0
     assert result.claims[-1]["ours"] is None
+    assert result.claims[-1]["note"] == (
+        "ooo_ratio is 0 in every run of the baseline: a ratio against 0 is undefined"
+    )
 
 
 def test_parameters_some_series_lack_do_not_split_the_conditions(root: Path) -> None:
