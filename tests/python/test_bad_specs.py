@@ -30,6 +30,10 @@ FILES = {
     # Four billion nodes announced for 2 switches and 5 links.
     "huge.topo": "4000000000 2 5\n2 3\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n"
     "2 3 100Gbps 1000ns 0\n4 3 100Gbps 1000ns 0\n5 3 100Gbps 1000ns 0\n",
+    # A comment and no data.
+    "empty.cdf": "# size cdf\n",
+    # A flow at the end of the 64-bit picosecond clock.
+    "late.flows": "1\n0 2 3 10000 18446744.073709551615\n",
 }
 
 #: (test id, spec text, exact message). The spec file is `spec.toml` in the current folder.
@@ -168,6 +172,12 @@ BAD_SPECS = [
         "flow size is 0 bytes, expected sizes above 0",
     ),
     (
+        "CDF without data lines",
+        TINY_TOML.replace('"web_search"', '"empty.cdf"'),
+        "traffic[0].cdf: empty.cdf: CDF line 2: file ends without a data line, expected lines "
+        'of "<size_bytes> <cumulative_probability>"',
+    ),
+    (
         "ns-3 node count beyond the links",
         '[topology]\nkind = "ns3_file"\npath = "huge.topo"\n\n[[traffic]]' + TRAFFIC,
         "topology.path: huge.topo: topology line 1: node count 4000000000 is more than 2 "
@@ -198,6 +208,19 @@ BAD_SPECS = [
         TOPOLOGY + '[[traffic]]\nkind = "flow_file"\npath = "far.flows"\n',
         "traffic[0].path: far.flows: flow 1 (line 3): destination 7 is not a host of the "
         "topology; hosts are 0..=3",
+    ),
+    (
+        "flow starting after the clock's end",
+        TOPOLOGY + '[[traffic]]\nkind = "flow_file"\npath = "late.flows"\n',
+        "traffic[0]: a flow would start at 18446744.073710 s, after 1000000s, the latest start "
+        "a run may have (the simulated clock counts picoseconds in 64 bits); start the traffic "
+        "earlier",
+    ),
+    (
+        "time beyond the clock's end",
+        TINY_TOML + '\n[run]\nstop_at = "18446744s"\n',
+        "spec.toml (line 18): run.stop_at: '18446744s' is longer than 1000000s, the longest "
+        "time a spec may give (the simulated clock counts picoseconds in 64 bits)",
     ),
     (
         "buffer smaller than headroom",

@@ -25,9 +25,10 @@ pub struct FlowSizeCdf {
 /// and blank lines included.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum CdfError {
-    /// The text has no data lines at all.
-    #[error("CDF table is empty: expected lines of \"<size_bytes> <cumulative_probability>\"")]
-    Empty,
+    /// The text has no data lines at all; `line` is the one after its last line, where the
+    /// first data line was expected.
+    #[error("CDF line {line}: file ends without a data line, expected lines of \"<size_bytes> <cumulative_probability>\"")]
+    Empty { line: usize },
     /// A data line is not exactly two numbers.
     #[error(
         "CDF line {line}: \"{text}\" is not two numbers, expected \"<size_bytes> <cumulative_probability>\""
@@ -143,7 +144,9 @@ impl FlowSizeCdf {
             points.push((size, prob));
             last_line = line;
         }
-        let last = points.last_mut().ok_or(CdfError::Empty)?;
+        let last = points.last_mut().ok_or(CdfError::Empty {
+            line: text.lines().count() + 1,
+        })?;
         if (last.1 - 1.0).abs() > LAST_PROB_TOLERANCE {
             return Err(CdfError::LastNotOne {
                 line: last_line,
@@ -350,12 +353,15 @@ mod tests {
         assert!(cdf("0 0.999\n1 1").mean() > 0.0);
     }
 
+    /// The error names the line where the first data line was expected, as every error of a
+    /// file names a line.
     #[test]
     fn rejects_an_empty_table() {
-        assert_eq!(
-            error("# only a comment\n\n"),
-            "CDF table is empty: expected lines of \"<size_bytes> <cumulative_probability>\""
-        );
+        let expected = |line| {
+            format!("CDF line {line}: file ends without a data line, expected lines of \"<size_bytes> <cumulative_probability>\"")
+        };
+        assert_eq!(error("# only a comment\n\n"), expected(3));
+        assert_eq!(error(""), expected(1));
     }
 
     #[test]

@@ -305,6 +305,15 @@ impl Scenario {
             let mut made = t
                 .generate(i, &ctx)
                 .map_err(|e| SpecError { message: e.0 })?;
+            if let Some(late) = made.iter().find(|f| f.start > Time::SPEC_MAX) {
+                return err(format!(
+                    "traffic[{i}]: a flow would start at {:.6} s, after {}, the latest start a \
+                     run may have (the simulated clock counts picoseconds in 64 bits); start the \
+                     traffic earlier",
+                    late.start.as_secs_f64(),
+                    Time::SPEC_MAX
+                ));
+            }
             let mut last = None;
             for c in made.iter_mut().filter_map(|f| f.coflow.as_mut()) {
                 *c += coflows;

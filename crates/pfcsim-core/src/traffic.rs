@@ -429,7 +429,9 @@ impl TrafficSpec {
                 )?;
                 let mut flows = Vec::new();
                 for r in 0..s.repeat as u64 {
-                    let start = Time(s.start.ps() + r * s.period.ps());
+                    // Saturating: a start past the clock's end is refused with the others
+                    // past `Time::SPEC_MAX` (`Scenario::prepare`).
+                    let start = Time(s.start.ps().saturating_add(r.saturating_mul(s.period.ps())));
                     for &src in others.choose_multiple(&mut rng, s.senders as usize) {
                         flows.push(flow(src, s.receiver, each, start, s.priority, "incast"));
                     }

@@ -13,13 +13,20 @@ use std::str::FromStr;
 
 /// A point in simulated time or a span of it, in picoseconds.
 ///
-/// `u64` picoseconds cover about 213 days of simulated time, far beyond any experiment.
+/// `u64` picoseconds cover about 213 days of simulated time, far beyond any experiment. A
+/// spec may give times up to [`Time::SPEC_MAX`] only, so that the sums a run makes of them
+/// (a flow's start, its delays and timeouts, the stop) stay far from that end: past it the
+/// clock would wrap around.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Time(pub u64);
 
 impl Time {
     pub const ZERO: Time = Time(0);
     pub const MAX: Time = Time(u64::MAX);
+    /// The longest time a spec may give, 1,000,000 s (about 11.6 days), and the latest time
+    /// a flow may start: a run's times are sums of a few of these, within the 64-bit clock
+    /// ([`Time::MAX`] is 18 times as long).
+    pub const SPEC_MAX: Time = Time(1_000_000 * 1_000_000_000_000);
 
     pub const fn from_ps(ps: u64) -> Time {
         Time(ps)
@@ -175,11 +182,19 @@ impl FromStr for Time {
                 )))
             }
         };
-        scale_exact(num, factor).map(Time).ok_or_else(|| {
+        let time = scale_exact(num, factor).map(Time).ok_or_else(|| {
             UnitError(format!(
                 "'{s}' is not a non-negative whole number of picoseconds (e.g. \"2us\", \"1.5ms\")"
             ))
-        })
+        })?;
+        if time > Time::SPEC_MAX {
+            return Err(UnitError(format!(
+                "'{s}' is longer than {}, the longest time a spec may give (the simulated clock \
+                 counts picoseconds in 64 bits)",
+                Time::SPEC_MAX
+            )));
+        }
+        Ok(time)
     }
 }
 
@@ -383,6 +398,22 @@ mod tests {
         assert!(e.0.contains("unknown time unit 'parsecs'"), "{e}");
         assert!("0.1ps".parse::<Time>().is_err());
         assert!("-1us".parse::<Time>().is_err());
+    }
+
+    /// Times near the end of the 64-bit clock made runs wrap around: a flow starting at
+    /// 18446744 s made the default stop (its start + 1 s) come before it.
+    #[test]
+    fn rejects_times_beyond_the_spec_limit() {
+        assert_eq!("1000000s".parse::<Time>().unwrap(), Time::SPEC_MAX);
+        for s in ["1000000001ms", "18446744s", "18446744073709551615ps"] {
+            assert_eq!(
+                s.parse::<Time>().unwrap_err().0,
+                format!(
+                    "'{s}' is longer than 1000000s, the longest time a spec may give (the \
+                     simulated clock counts picoseconds in 64 bits)"
+                )
+            );
+        }
     }
 
     #[test]

@@ -323,3 +323,49 @@ fn guards_end_a_run_early_and_mark_it_incomplete() {
         assert_eq!(refusal(&format!("{TINY}\n[run]\n{run}\n")), message);
     }
 }
+
+/// Times near the end of the 64-bit picosecond clock wrapped around: a flow-file flow at
+/// 18446744.07 s ran nothing (the default stop, its start + 1 s, wrapped to before it), an
+/// incast whose repetitions passed the clock's end started them early, and with
+/// `stop_when_done = false` such a flow made a run that never ended. Times beyond
+/// `Time::SPEC_MAX` (1000000 s) are refused where they are written, and flows that would start
+/// after it where they are made.
+#[test]
+fn times_beyond_the_clock_are_refused() {
+    let late = "traffic[0]: a flow would start at 18446744.073710 s, after 1000000s, the latest \
+                start a run may have (the simulated clock counts picoseconds in 64 bits); start \
+                the traffic earlier";
+    let flows = temp_file("late.flows", "1\n0 2 3 10000 18446744.073709551615\n");
+    assert_eq!(
+        refusal(&with_traffic(
+            &format!("kind = \"flow_file\"\npath = {:?}", flows.to_str().unwrap()),
+            ""
+        )),
+        late
+    );
+    let incast = "kind = \"incast\"\nreceiver = 0\nsenders = 1\ntotal_size = \"1KB\"\n\
+                  period = \"1000000s\"\nrepeat = 20";
+    let e = refusal(&with_traffic(incast, ""));
+    assert!(
+        e.starts_with("traffic[0]: a flow would start at 2000000.000000 s, after 1000000s"),
+        "{e}"
+    );
+    let e = refusal(&with_traffic(
+        "kind = \"scripted\"\nflows = [{ src = 0, dst = 2, size = \"1KB\", start = \"18446744s\" }]",
+        "",
+    ));
+    assert_eq!(
+        e,
+        "s.toml (line 21): traffic[0].flows[0].start: '18446744s' is longer than 1000000s, the \
+         longest time a spec may give (the simulated clock counts picoseconds in 64 bits)"
+    );
+    // At the limit, a flow starts and finishes.
+    let at_limit = with_traffic(
+        "kind = \"scripted\"\nflows = [{ src = 0, dst = 2, size = \"1KB\", start = \"1000000s\" }]",
+        "",
+    );
+    let spec = Spec::from_toml(&at_limit, "s.toml").unwrap_or_else(|e| panic!("{e}"));
+    let sc = Scenario::prepare(spec, &tiny_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let out = run_scenario(sc, &mut |_| ControlFlow::Continue(())).unwrap();
+    assert_eq!(out.stats.flows_finished, 1);
+}

@@ -17,6 +17,7 @@ mod lbodsn;
 mod limits;
 mod metrics;
 mod monitors;
+mod parsers;
 mod plb;
 mod rlb;
 mod tcp;
