@@ -19,5 +19,6 @@ mod metrics;
 mod monitors;
 mod plb;
 mod rlb;
+mod stalls;
 mod tcp;
 mod testing;
