@@ -25,11 +25,13 @@ TABLES = ("flows", "ports", "summary")
 MONITOR_KINDS = ("queue", "pfc", "rate", "link_util", "scheme")
 #: Tables only some runs write (`reorder_queues`: schemes with reorder queues, ConWeave;
 #: `alerts`: RLB runs; `coflows`: runs with coflow traffic; `monitor_<kind>`: runs with
-#: monitors of that kind).
+#: monitors of that kind; `deadlocks`: every run of a version with PFC deadlock detection,
+#: empty unless a deadlock ended it).
 OPTIONAL_TABLES = (
     "reorder_queues",
     "alerts",
     "coflows",
+    "deadlocks",
     *(f"monitor_{kind}" for kind in MONITOR_KINDS),
 )
 
@@ -138,6 +140,18 @@ class Results:
         Columns `time_ps`, `node`, `port`, `downstream` (docs/metrics.md).
         """
         table = self._tables.get("alerts")
+        return None if table is None else _to_pandas(table)
+
+    @cached_property
+    def deadlocks(self) -> pd.DataFrame | None:
+        """The egresses of the PFC deadlocks that ended the run, one row each (pandas).
+
+        Empty for a run without a deadlock (None for a run folder of an older version).
+        Columns `deadlock`, `detected_ps`, `formed_ps`, `node`, `port`, `peer`, `priority`,
+        `paused_since_ps`, `stuck_bytes` (docs/metrics.md); such a run is incomplete and its
+        `stats` say which cycle (`deadlock_cycles`) and when it formed.
+        """
+        table = self._tables.get("deadlocks")
         return None if table is None else _to_pandas(table)
 
     @cached_property
