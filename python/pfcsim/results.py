@@ -224,8 +224,8 @@ class Results:
         and PFC rates (out-of-order ratio, out-of-order degree p50/p99/max, PFC pause rate and
         PAUSE frames per port per second; runs of older versions lack them), the coflows
         finished, ACCT and stalled-flow ratio (runs with coflows), the simulated and
-        wall time, the fingerprint, why the run is incomplete (a guard of `[run]` ended it)
-        and the run folder.
+        wall time, the fingerprint, why the run is incomplete (a guard of `[run]` ended it,
+        or it stalled) and the run folder.
         """
         s = self.stats
         flows, ports = self._tables["flows"], self._tables["ports"]
