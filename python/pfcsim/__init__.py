@@ -11,9 +11,9 @@ its results as pandas or polars DataFrames:
 `sweep` runs a base spec over grids of keys into a results store (`open_store` queries it with
 DuckDB or DataFrames); `validate` checks a spec without running it; `schemes` and `workloads`
 list the load-balancing schemes and the shipped flow-size distributions. Every problem with a
-spec raises `SpecError`; a run that a guard of its `[run]` table ended early raises
-`IncompleteRunError`, which holds what it measured; a sweep whose worker processes cannot
-start raises `WorkerStartError`.
+spec raises `SpecError`; a run that a guard of its `[run]` table ended early, or that
+stalled (a PFC deadlock, no progress), raises `IncompleteRunError`, which holds what it
+measured; a sweep whose worker processes cannot start raises `WorkerStartError`.
 """
 
 from importlib.metadata import version

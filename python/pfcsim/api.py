@@ -40,16 +40,19 @@ ProgressCallback = Callable[[float], object]
 
 
 class IncompleteRunError(RuntimeError):
-    """A run that a guard of its `[run]` table (`max_events`, `max_sim_time`) ended early.
+    """A run that a guard of its `[run]` table ended early, or that stalled.
 
-    The message says which guard, where the run stood and what to do; `results` holds what
-    the run measured up to there (its run folder is written, with `stats["incomplete"]`).
+    The guards are `max_events` and `max_sim_time`; a stall is a PFC deadlock
+    (`deadlock_check`) or no progress (`no_progress`), docs/spec.md "Guards". The message
+    says which, where the run stood and what to do; `results` holds what the run measured up
+    to there (its run folder is written, with `stats["incomplete"]`, and a deadlock's
+    egresses in `results.deadlocks`).
     """
 
     def __init__(self, results: Results) -> None:
         """The error of the incomplete run `results`."""
         super().__init__(results.stats["incomplete"])
-        #: What the run measured before the guard ended it.
+        #: What the run measured before the guard or the stall ended it.
         self.results = results
 
 
@@ -72,7 +75,8 @@ def run(
     The simulation runs with the GIL released, so other Python threads keep running. Raises
     `SpecError` for a spec that is invalid or cannot be read, `OSError` if the run folder
     cannot be written, and `IncompleteRunError` (holding the results so far) if a guard of
-    `[run]` (`max_events`, `max_sim_time`) ended the run; an exception raised by the progress
+    `[run]` (`max_events`, `max_sim_time`) ended the run or it stalled (a PFC deadlock, no
+    progress: `deadlock_check`, `no_progress`); an exception raised by the progress
     callable (or Ctrl-C) abandons the run and propagates.
     """
     source = load_spec(spec, base_dir)

@@ -25,11 +25,13 @@ TABLES = ("flows", "ports", "summary")
 MONITOR_KINDS = ("queue", "pfc", "rate", "link_util", "scheme")
 #: Tables only some runs write (`reorder_queues`: schemes with reorder queues, ConWeave;
 #: `alerts`: RLB runs; `coflows`: runs with coflow traffic; `monitor_<kind>`: runs with
-#: monitors of that kind).
+#: monitors of that kind; `deadlocks`: every run of a version with PFC deadlock detection,
+#: empty unless a deadlock ended it).
 OPTIONAL_TABLES = (
     "reorder_queues",
     "alerts",
     "coflows",
+    "deadlocks",
     *(f"monitor_{kind}" for kind in MONITOR_KINDS),
 )
 
@@ -141,6 +143,18 @@ class Results:
         return None if table is None else _to_pandas(table)
 
     @cached_property
+    def deadlocks(self) -> pd.DataFrame | None:
+        """The egresses of the PFC deadlocks that ended the run, one row each (pandas).
+
+        Empty for a run without a deadlock (None for a run folder of an older version).
+        Columns `deadlock`, `detected_ps`, `formed_ps`, `node`, `port`, `peer`, `priority`,
+        `paused_since_ps`, `stuck_bytes` (docs/metrics.md); such a run is incomplete and its
+        `stats` say which cycle (`deadlock_cycles`) and when it formed.
+        """
+        table = self._tables.get("deadlocks")
+        return None if table is None else _to_pandas(table)
+
+    @cached_property
     def coflows(self) -> pd.DataFrame | None:
         """One row per coflow (pandas); None for runs without coflow traffic.
 
@@ -210,8 +224,8 @@ class Results:
         and PFC rates (out-of-order ratio, out-of-order degree p50/p99/max, PFC pause rate and
         PAUSE frames per port per second; runs of older versions lack them), the coflows
         finished, ACCT and stalled-flow ratio (runs with coflows), the simulated and
-        wall time, the fingerprint, why the run is incomplete (a guard of `[run]` ended it)
-        and the run folder.
+        wall time, the fingerprint, why the run is incomplete (a guard of `[run]` ended it,
+        or it stalled) and the run folder.
         """
         s = self.stats
         flows, ports = self._tables["flows"], self._tables["ports"]

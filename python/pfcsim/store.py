@@ -11,9 +11,9 @@ long. Tables (docs/sweeps.md):
   `stats.json` (among them `ooo_ratio`, `ood_p99`, `pfc_pause_rate`), the `all` row of its
   summary, and totals over its ports and flows;
 * `flows`, `ports`, `summary`: the run folders' Parquet tables, with a first column `run_key`;
-* `reorder_queues`, `alerts`, `coflows`, `monitor_queue`, `monitor_pfc`, `monitor_rate`,
-  `monitor_link_util`, `monitor_scheme`: the same for the tables only some runs write, made
-  once a run has one.
+* `reorder_queues`, `alerts`, `coflows`, `deadlocks`, `monitor_queue`, `monitor_pfc`,
+  `monitor_rate`, `monitor_link_util`, `monitor_scheme`: the same for the tables only some
+  runs write, made once a run has one.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ RUN_FOLDER_FILES = {
     "summary.txt",
     "stats.json",
     "fct.txt",
+    "deadlocks.parquet",
 }
 
 

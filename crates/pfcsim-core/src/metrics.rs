@@ -153,6 +153,33 @@ pub struct AlertRecord {
     pub downstream: u32,
 }
 
+/// One egress of a PFC deadlock (`sim/stall.rs`): a switch's egress paused by the switch at
+/// the other end of its link, in a cycle of such egresses each of which waits on the next
+/// and none of which can ever resume. One row of `deadlocks.parquet` per egress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeadlockRecord {
+    /// Which deadlock of the run (0, 1, ...: several may be found at once).
+    pub deadlock: u32,
+    /// When the check that found it ran.
+    pub detected_ps: u64,
+    /// When it formed: the latest start of its egresses' pauses, from which on all of them
+    /// were paused.
+    pub formed_ps: u64,
+    /// The switch of the paused egress.
+    pub node: u32,
+    /// Its local port index (as `ports.parquet`'s `port`).
+    pub port: u16,
+    /// The switch at the other end of the link, which paused it.
+    pub peer: u32,
+    /// The paused priority.
+    pub priority: u8,
+    /// When this egress's pause began.
+    pub paused_since_ps: u64,
+    /// Bytes the peer's ingress for this link holds that wait in other egresses of the
+    /// deadlock (queued bytes, wire size).
+    pub stuck_bytes: u64,
+}
+
 /// What the monitors of a run (`[[monitor]]` entries) recorded, one list per kind; `None`: no
 /// monitor of that kind. Every row names the monitor entry that made it (`monitor`, its index
 /// among the spec's `[[monitor]]` entries). Rows are in time order.
@@ -346,9 +373,20 @@ pub struct RunStats {
     /// of `coflows.parquet`). Written to `stats.json` as top-level keys.
     #[serde(flatten)]
     pub coflows: Option<CoflowStats>,
-    /// Why the run stopped early, if a guard of `[run]` (`max_events`, `max_sim_time`) ended
-    /// it: the key, where the run stood and what to do. Everything else measures the run up to
-    /// that point. Written to `stats.json` only in such runs.
+    /// PFC deadlocks found (rows of `deadlocks.parquet` by their `deadlock`): 0, or the
+    /// deadlocks that ended the run.
+    pub deadlocks: u64,
+    /// When the first of them formed, only in runs with a deadlock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadlock_formed_ps: Option<u64>,
+    /// Each deadlock's priority and egresses, `priority 3: switch 5 port 2 -> 6, ...`
+    /// (deadlocks separated by `; `), only in runs with a deadlock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadlock_cycles: Option<String>,
+    /// Why the run stopped early, if a guard of `[run]` (`max_events`, `max_sim_time`) or a
+    /// stall (`no_progress`, `deadlock_check`) ended it: the key, where the run stood and what
+    /// to do. Everything else measures the run up to that point. Written to `stats.json` only
+    /// in such runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
     /// Hash of the event trajectory: equal for equal specs and seeds.

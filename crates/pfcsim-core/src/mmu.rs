@@ -221,6 +221,32 @@ impl Mmu {
     pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
         self.queues[Self::idx(port, prio)].paused
     }
+
+    /// Whether (port, prio) keeps its PAUSE outstanding for as long as `stuck` of the bytes
+    /// charged to it stay in the switch, whatever else leaves or arrives (PFC deadlock
+    /// detection, `sim/stall.rs`). RESUME is decided only after a release of this (port,
+    /// prio)'s bytes, so it never comes if every charged byte is stuck and no more can arrive
+    /// (`more_may_arrive`: a packet of this priority is still on the wire towards the port).
+    /// Otherwise, after any release at least `stuck` bytes are still charged, and RESUME needs
+    /// no headroom in use and a shared use of 0 or at most the threshold less
+    /// `resume_offset`; the threshold is at most its value with the shared pool empty.
+    pub fn pause_is_stuck(&self, port: usize, prio: u8, stuck: u64, more_may_arrive: bool) -> bool {
+        let q = &self.queues[Self::idx(port, prio)];
+        if !q.paused {
+            return false;
+        }
+        if stuck >= q.ingress + q.hdrm && !more_may_arrive {
+            return true;
+        }
+        let highest = match self.threshold {
+            Threshold::Dynamic { alpha } => {
+                (self.buffer.saturating_sub(self.set_aside) as f64 * alpha) as u64
+            }
+            Threshold::Static { bytes } => bytes,
+        };
+        let shared = stuck.saturating_sub(self.reserve);
+        shared > 0 && shared + self.resume_offset > highest
+    }
 }
 
 #[cfg(test)]
@@ -290,5 +316,35 @@ mod tests {
         m.arrive(0, 3, 10_000); // shared
         assert_eq!(m.shared_used(), 10_000);
         assert_eq!(m.threshold(), 23_000);
+    }
+
+    /// A pause is stuck while its stuck bytes alone hold it: all of them with nothing else to
+    /// release, or enough to stay above the XON level at the highest threshold; the releases
+    /// that the answer rules out indeed send no RESUME, and those it allows do.
+    #[test]
+    fn a_pause_is_stuck_only_if_no_release_could_lift_it() {
+        let mut m = mmu(Threshold::Static { bytes: 5_000 }, true);
+        for _ in 0..6 {
+            m.arrive(1, 3, 1_000); // 1000 reserve + 5000 shared: PAUSE
+        }
+        assert!(m.is_pausing(1, 3));
+        assert!(!m.pause_is_stuck(1, 2, 0, false), "not pausing");
+        // Every byte stuck and nothing on the wire: no release, so no RESUME, ever.
+        assert!(m.pause_is_stuck(1, 3, 6_000, false));
+        // Otherwise the stuck bytes must keep the shared use above 5000 - 500 on their own.
+        assert!(m.pause_is_stuck(1, 3, 6_000, true));
+        assert!(m.pause_is_stuck(1, 3, 5_600, false));
+        assert!(!m.pause_is_stuck(1, 3, 5_500, false));
+        let mut lifted = m.clone();
+        assert!(!m.release(1, 3, 400), "5600 B left: still above XON");
+        assert!(lifted.release(1, 3, 500), "5500 B left: RESUME");
+        // The dynamic threshold is at most alpha x (buffer - set aside) = 28000 here.
+        let mut d = mmu(Threshold::Dynamic { alpha: 0.5 }, true);
+        for _ in 0..30 {
+            d.arrive(0, 3, 1_000);
+        }
+        assert!(d.is_pausing(0, 3));
+        assert!(d.pause_is_stuck(0, 3, 28_600, true));
+        assert!(!d.pause_is_stuck(0, 3, 28_500, true));
     }
 }

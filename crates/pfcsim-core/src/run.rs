@@ -5,28 +5,33 @@
 //! `flows.parquet`, `ports.parquet`, `summary.parquet`, `summary.txt` (the summary as the
 //! command line prints it), `alerts.parquet` (RLB runs: faulty switches reported),
 //! `coflows.parquet` (runs with coflows: one row per coflow, with its completion time),
+//! `deadlocks.parquet` (the egresses of the PFC deadlocks that ended the run; empty without),
 //! `monitor_<kind>.parquet` (runs with monitors of that kind), `stats.json` (run-wide counters and the fingerprint) and `fct.txt` (flow completion times in the format of the ns-3 RDMA
 //! simulators, for side-by-side comparisons).
 
 use crate::metrics::RunStats;
 use crate::output::summary::{SizeBuckets, Summary};
 use crate::output::writers::{
-    monitor_files, write_alerts_parquet, write_coflows_parquet, write_flows_parquet,
-    write_monitor_parquet, write_ports_parquet, write_reorder_parquet, write_summary_parquet,
-    OutputError,
+    monitor_files, write_alerts_parquet, write_coflows_parquet, write_deadlocks_parquet,
+    write_flows_parquet, write_monitor_parquet, write_ports_parquet, write_reorder_parquet,
+    write_summary_parquet, OutputError,
 };
 use crate::sim::{Guards, RunOutput, Simulation};
-use crate::spec::{Scenario, Spec, SpecError};
+use crate::spec::{Scenario, Spec, SpecError, DEFAULT_DEADLOCK_CHECK};
 use crate::units::Time;
 use std::ops::ControlFlow;
 use std::path::Path;
 
 /// Sets up the simulation of a prepared scenario, catching what only the full fabric
-/// reveals (such as a buffer too small for its headroom), with the guards of its `[run]`.
+/// reveals (such as a buffer too small for its headroom), with the guards of its `[run]`
+/// (the watchdog and deadlock detection at their defaults if it leaves them out).
 pub fn build_simulation(sc: Scenario) -> Result<Simulation, SpecError> {
+    let run = &sc.spec.run;
     let guards = Guards {
-        max_events: sc.spec.run.max_events,
-        max_sim_time: sc.spec.run.max_sim_time,
+        max_events: run.max_events,
+        max_sim_time: run.max_sim_time,
+        no_progress: Some(sc.no_progress()),
+        deadlock_check: Some(run.deadlock_check.unwrap_or(DEFAULT_DEADLOCK_CHECK)),
     };
     let sim =
         Simulation::new(&sc.topology, sc.fabric, sc.flows, sc.spec.seed, sc.stop).map_err(|e| {
@@ -87,6 +92,7 @@ pub fn write_run_dir(
     } else {
         let _ = std::fs::remove_file(&alerts_path);
     }
+    write_deadlocks_parquet(&dir.join("deadlocks.parquet"), &out.deadlocks)?;
     let coflows_path = dir.join("coflows.parquet");
     if out.coflows.is_empty() {
         let _ = std::fs::remove_file(&coflows_path);

@@ -108,7 +108,25 @@ pub struct RunSpec {
     /// `stop_at`) stops, its results marked incomplete (unset: no limit but `stop_at`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_sim_time: Option<Time>,
+    /// The no-progress watchdog: a run in which no flow finishes and no byte is delivered for
+    /// this long while data waits in switch buffers stops there, its results marked
+    /// incomplete (unset: see [`Scenario::no_progress`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_progress: Option<Time>,
+    /// PFC deadlock detection: how long a pause between switches must have lasted before a
+    /// check looks at it, and how often the checks come while such pauses are held; a run
+    /// with a deadlock stops at the check that finds it, its results marked incomplete
+    /// (unset: [`DEFAULT_DEADLOCK_CHECK`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadlock_check: Option<Time>,
 }
+
+/// The least `run.no_progress` when unset (see [`Scenario::no_progress`]).
+pub const MIN_NO_PROGRESS: Time = Time::from_ms(100);
+
+/// `run.deadlock_check` when unset: a deadlock is found within 2 ms of forming, and pauses
+/// shorter than 1 ms (nearly all pauses of a working fabric) are never looked at.
+pub const DEFAULT_DEADLOCK_CHECK: Time = Time::from_ms(1);
 
 crate::tagged::table!(RunSpec);
 
@@ -127,6 +145,8 @@ impl Default for RunSpec {
             max_memory: None,
             max_events: None,
             max_sim_time: None,
+            no_progress: None,
+            deadlock_check: None,
         }
     }
 }
@@ -205,6 +225,16 @@ impl Spec {
                 "run.max_sim_time: must be above 0 (e.g. \"100ms\"), or left out for no limit",
             );
         }
+        if self.run.no_progress == Some(Time::ZERO) {
+            return err(format!(
+                "run.no_progress: must be above 0 (e.g. \"100ms\"), or left out for the default (\"{MIN_NO_PROGRESS}\", or ten times the time the slowest link takes to carry a full switch buffer if that is longer)"
+            ));
+        }
+        if self.run.deadlock_check == Some(Time::ZERO) {
+            return err(format!(
+                "run.deadlock_check: must be above 0 (e.g. \"100us\"), or left out for the default \"{DEFAULT_DEADLOCK_CHECK}\""
+            ));
+        }
         crate::monitor::validate(&self.monitors)?;
         Ok(())
     }
@@ -244,6 +274,21 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The no-progress watchdog's time: `run.no_progress`, or when unset the larger of
+    /// [`MIN_NO_PROGRESS`] and ten times the time the slowest link takes to carry a full
+    /// switch buffer. Far longer than data waits without moving in a working fabric: queues
+    /// drain at their link's rate, a PFC pause lasts until the queue behind it drains, a
+    /// flow waiting for its retransmission timeout has nothing in the buffers (which the
+    /// watchdog does not count), and a buffer of packets that a go-back-N receiver discards
+    /// drains in a tenth of it.
+    pub fn no_progress(&self) -> Time {
+        self.spec.run.no_progress.unwrap_or_else(|| {
+            let slowest = self.topology.links.iter().map(|l| l.rate).min();
+            let full = slowest.map_or(Time::ZERO, |r| r.tx_time(self.fabric.switch.buffer.0));
+            MIN_NO_PROGRESS.max(Time(full.ps().saturating_mul(10)))
+        })
+    }
+
     /// Builds the topology and the traffic. Relative paths are resolved against `base_dir`
     /// (the spec file's folder).
     pub fn prepare(spec: Spec, base_dir: &Path) -> Result<Scenario, SpecError> {

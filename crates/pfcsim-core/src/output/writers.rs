@@ -1,11 +1,11 @@
 //! The Parquet files of a run: per-flow and per-port records, reorder-queue changes, RLB*
-//! alerts, the monitors' rows, the coflows and the FCT summary.
+//! alerts, PFC deadlocks, the monitors' rows, the coflows and the FCT summary.
 
 use super::ps_to_us;
 use super::summary::{Summary, SummaryRow};
 use crate::metrics::{
-    AlertRecord, CoflowRecord, FlowRecord, LinkUtilSample, MonitorOutput, PfcEvent, PortRecord,
-    QueueSample, RateSample, ReorderChange, SchemeSample,
+    AlertRecord, CoflowRecord, DeadlockRecord, FlowRecord, LinkUtilSample, MonitorOutput, PfcEvent,
+    PortRecord, QueueSample, RateSample, ReorderChange, SchemeSample,
 };
 use arrow_array::types::{
     ArrowPrimitiveType, Float64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
@@ -79,6 +79,13 @@ pub fn write_reorder_parquet(
 /// in time order: the faulty switches reported by RLB*.
 pub fn write_alerts_parquet(path: &Path, alerts: &[AlertRecord]) -> Result<(), OutputError> {
     write_table(path, alerts, ROWS_PER_GROUP, alert_columns)
+}
+
+/// Writes one row per [`DeadlockRecord`] to `path` (`deadlock`, `detected_ps`, `formed_ps`,
+/// `node`, `port`, `peer`, `priority`, `paused_since_ps`, `stuck_bytes`): the egresses of
+/// the PFC deadlocks found (none in a run without one).
+pub fn write_deadlocks_parquet(path: &Path, rows: &[DeadlockRecord]) -> Result<(), OutputError> {
+    write_table(path, rows, ROWS_PER_GROUP, deadlock_columns)
 }
 
 /// The monitor files of a run, `monitor_<kind>.parquet` (kinds: queue, pfc, rate, link_util,
@@ -294,6 +301,19 @@ fn alert_columns(rows: &[AlertRecord]) -> Columns<'_, AlertRecord> {
         .prim::<UInt32Type>("node", |a| a.node)
         .prim::<UInt16Type>("port", |a| a.port)
         .prim::<UInt32Type>("downstream", |a| a.downstream)
+}
+
+fn deadlock_columns(rows: &[DeadlockRecord]) -> Columns<'_, DeadlockRecord> {
+    Columns::new(rows)
+        .prim::<UInt32Type>("deadlock", |d| d.deadlock)
+        .prim::<UInt64Type>("detected_ps", |d| d.detected_ps)
+        .prim::<UInt64Type>("formed_ps", |d| d.formed_ps)
+        .prim::<UInt32Type>("node", |d| d.node)
+        .prim::<UInt16Type>("port", |d| d.port)
+        .prim::<UInt32Type>("peer", |d| d.peer)
+        .prim::<UInt8Type>("priority", |d| d.priority)
+        .prim::<UInt64Type>("paused_since_ps", |d| d.paused_since_ps)
+        .prim::<UInt64Type>("stuck_bytes", |d| d.stuck_bytes)
 }
 
 fn summary_columns(rows: &[SummaryRow]) -> Columns<'_, SummaryRow> {

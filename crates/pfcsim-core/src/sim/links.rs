@@ -108,6 +108,7 @@ impl Simulation {
                     }
                     port.paused |= bit;
                     port.prio[q].paused_since = now;
+                    self.pause_taken(p);
                 }
                 if self.monitors.is_some() {
                     self.monitor_pfc(p, pkt.priority, true, false, None);

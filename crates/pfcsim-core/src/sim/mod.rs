@@ -3,7 +3,8 @@
 //!
 //! Files: `setup.rs` builds a [`Simulation`], `events.rs` is the event loop, `links.rs` the
 //! serializers, wires and PFC frames, `switch.rs` and `host.rs` the nodes, `results.rs`
-//! collects the [`RunOutput`], `monitor.rs` records the monitors; `config.rs` holds the fabric's parameters and their checks.
+//! collects the [`RunOutput`], `monitor.rs` records the monitors, `stall.rs` watches for runs
+//! that stall (no progress, PFC deadlocks); `config.rs` holds the fabric's parameters and their checks.
 //!
 //! Layout of the state (all in one [`Simulation`] value, no globals):
 //! * every node's ports ([`crate::port::PortState`]) are contiguous in `ports`; a port is one
@@ -34,6 +35,7 @@ mod results;
 #[cfg(test)]
 mod rlb_rtt_tests;
 mod setup;
+mod stall;
 mod switch;
 mod tcp;
 #[cfg(test)]
@@ -53,6 +55,7 @@ pub use config::{CcConfig, FabricConfig};
 pub use events::{Guards, StopRule};
 pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
+pub use stall::DeadlockChecks;
 pub use switch::{
     EcnConfig, EcnRateOverride, EgressLimit, LoopbackConfig, PfcConfig, SwitchConfig,
 };
@@ -149,6 +152,10 @@ pub struct Simulation {
     varys: Option<Box<varys::Varys>>,
     /// The TCP flows' state, if any flow uses TCP (`tcp.rs`).
     tcp: Option<Box<tcp::Tcp>>,
+    /// Events pending that are looks (`Event::Look`: monitors, watchdog, deadlock checks).
+    looks_pending: usize,
+    /// The no-progress watchdog and PFC deadlock detection (`stall.rs`).
+    stall: stall::StallWatch,
 }
 
 impl Simulation {

@@ -1,15 +1,17 @@
 //! Monitors in the run (`crate::monitor` has the spec side): periodic looks at queues, flows,
 //! ports and schemes, and the log of PFC frames.
 //!
-//! A periodic monitor is one pending `Event::Monitor(i)` at a time. The event loop neither
+//! A periodic monitor is one pending `Look::Monitor(i)` at a time. The event loop neither
 //! counts it nor folds it into the fingerprint, and a look changes nothing but the monitor's
 //! own rows, so a run with monitors makes the same events at the same times as without. A
 //! monitor stops looking after its `end`, after the run's stop time, at its row limit, and when
-//! no other event is pending (the network has drained: a look would keep a drained run alive).
+//! no event but looks is pending (the network has drained: a look would keep a drained run
+//! alive).
 //! PFC frames are logged where they are sent and received (`links.rs`), a test per frame only
 //! in runs with monitors.
 
-use super::{Event, Simulation};
+use super::events::Look;
+use super::Simulation;
 use crate::metrics::{
     LinkUtilSample, MonitorOutput, PfcEvent, QueueSample, RateSample, SchemeSample,
 };
@@ -21,8 +23,6 @@ use std::collections::HashMap;
 /// The monitors of a run and what they recorded.
 pub(super) struct Monitors {
     list: Vec<Running>,
-    /// `Event::Monitor` events pending.
-    pending: usize,
     /// Per global port: the `pfc` monitors watching it (positions in `list`).
     pfc_watch: Vec<Vec<u16>>,
     /// Per (global port, priority): when the last PAUSE was queued out of it.
@@ -109,11 +109,9 @@ impl Simulation {
                 looks: 0,
             });
         }
-        let mut pending = 0;
         for (i, r) in list.iter().enumerate() {
             if r.m.kind != MonitorKind::Pfc && r.m.start <= self.stop.at && r.m.max_rows > 0 {
-                self.events.schedule(r.m.start, Event::Monitor(i as u32));
-                pending += 1;
+                self.schedule_look(r.m.start, Look::Monitor(i as u32));
             }
         }
         let pause_sent_at = if pfc_watch.is_empty() {
@@ -123,7 +121,6 @@ impl Simulation {
         };
         self.monitors = Some(Box::new(Monitors {
             list,
-            pending,
             pfc_watch,
             pause_sent_at,
             out,
@@ -140,10 +137,7 @@ impl Simulation {
             .monitors
             .take()
             .expect("monitor events only with monitors");
-        mons.pending -= 1;
-        let Monitors {
-            list, out, pending, ..
-        } = &mut *mons;
+        let Monitors { list, out, .. } = &mut *mons;
         let r = &mut list[i as usize];
         match r.m.kind {
             MonitorKind::Queue => self.look_queues(t, r, out),
@@ -154,10 +148,12 @@ impl Simulation {
         }
         r.looks += 1;
         let next = t + r.m.period;
-        let others = self.events.len() - *pending;
-        if next <= r.m.end && next <= self.stop.at && others > 0 && r.rows < r.m.max_rows {
-            self.events.schedule(next, Event::Monitor(i));
-            *pending += 1;
+        if next <= r.m.end
+            && next <= self.stop.at
+            && self.events_left() > 0
+            && r.rows < r.m.max_rows
+        {
+            self.schedule_look(next, Look::Monitor(i));
         }
         self.monitors = Some(mons);
     }

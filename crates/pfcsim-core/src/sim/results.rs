@@ -3,8 +3,8 @@
 use super::Simulation;
 use crate::lb::Counters;
 use crate::metrics::{
-    coflow_records, coflow_stats, pfc_rates, AlertRecord, CoflowRecord, FlowRecord, MonitorOutput,
-    PortRecord, ReorderChange, RunStats,
+    coflow_records, coflow_stats, pfc_rates, AlertRecord, CoflowRecord, DeadlockRecord, FlowRecord,
+    MonitorOutput, PortRecord, ReorderChange, RunStats,
 };
 
 /// Results of a run.
@@ -31,6 +31,10 @@ pub struct RunOutput {
     pub monitors: Option<MonitorOutput>,
     /// One record per coflow (empty: the run has no coflow).
     pub coflows: Vec<CoflowRecord>,
+    /// The egresses of the PFC deadlocks that ended the run (empty: none).
+    pub deadlocks: Vec<DeadlockRecord>,
+    /// What the deadlock checks did (not written to the run folder).
+    pub deadlock_checks: super::DeadlockChecks,
 }
 
 impl Simulation {
@@ -94,6 +98,7 @@ impl Simulation {
             monitor_counters.insert("monitor.pfc_events_dropped".into(), m.pfc_events_dropped);
         }
         let coflows = coflow_records(&flows);
+        let deadlocks = self.stall.found;
         let stats = RunStats {
             events: self.events_done,
             end_ps: now.ps(),
@@ -142,6 +147,9 @@ impl Simulation {
             pfc_pause_rate,
             pfc_pauses_per_port_s,
             coflows: coflow_stats(&coflows),
+            deadlocks: deadlocks.last().map_or(0, |d| d.deadlock as u64 + 1),
+            deadlock_formed_ps: deadlocks.iter().map(|d| d.formed_ps).min(),
+            deadlock_cycles: (!deadlocks.is_empty()).then(|| super::stall::describe(&deadlocks)),
             incomplete: None,
             fingerprint: self.fingerprint.value(),
         };
@@ -158,6 +166,8 @@ impl Simulation {
             alerts,
             monitors,
             coflows,
+            deadlocks,
+            deadlock_checks: self.stall.checks,
         }
     }
 }

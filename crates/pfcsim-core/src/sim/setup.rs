@@ -202,6 +202,8 @@ impl Simulation {
             tag_coflows: false,
             varys: None,
             tcp: None,
+            looks_pending: 0,
+            stall: Default::default(),
         };
         let n_flows = sim.flows.len();
         let lb_caps = sim.cfg.lb.capabilities();

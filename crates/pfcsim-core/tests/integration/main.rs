@@ -20,5 +20,6 @@ mod monitors;
 mod parsers;
 mod plb;
 mod rlb;
+mod stalls;
 mod tcp;
 mod testing;

@@ -3,7 +3,7 @@
 //! * the canonical tiny spec (`tests/data/tiny.toml` at the repository root, also read by the
 //!   Python tests' `conftest.py`) and the specs derived from it by overriding keys: the
 //!   line-rate leaf-spine of the end-to-end tests ([`leaf_spine_spec`]) and its Poisson
-//!   traffic ([`poisson`]);
+//!   traffic ([`poisson`]); the ring that deadlocks ([`ring_spec`]);
 //! * runs of a spec text to its output ([`run_text`], [`spec_error`]);
 //! * fabrics and runs of a `Simulation` built directly ([`leaf_spine`], [`drain`],
 //!   [`run_until`], [`until_done`], [`line_rate`], [`with_lb`]) and their scripted flows
@@ -88,6 +88,24 @@ pub fn leaf_spine_spec(
     cc.insert("kind".into(), "none".into());
     spec.insert("cc".into(), cc.into());
     format!("{}\n[run]\n{run}\n{rest}\n", to_text(&spec))
+}
+
+/// A ring of five switches (nodes 5..9, switch `5 + i` linked to `5 + (i + 1) % 5`), one
+/// host on each (host `i` on switch `5 + i`), 100 Gbps and 1 us links
+/// (`tests/data/ring5.topo`), without congestion control; host `i` sends 10 MB to host
+/// `(i + 2) % 5` for each `i` of `senders`, along the ring's only two-hop path (clockwise).
+/// With all five senders every link of the ring carries two flows, and the buffer
+/// dependencies of the routes form a cycle: the classic PFC deadlock. `run` is the body of
+/// the `[run]` table; `rest` follows it.
+pub fn ring_spec(senders: &[u32], run: &str, rest: &str) -> String {
+    let flows: Vec<String> = (senders.iter())
+        .map(|i| format!("{{ src = {i}, dst = {}, size = \"10MB\" }}", (i + 2) % 5))
+        .collect();
+    format!(
+        "[topology]\nkind = \"ns3_file\"\npath = \"ring5.topo\"\n\n[cc]\nkind = \"none\"\n\n\
+         [[traffic]]\nkind = \"scripted\"\nflows = [{}]\n\n[run]\n{run}\n{rest}\n",
+        flows.join(", ")
+    )
 }
 
 /// Reads and prepares the spec `text` (relative paths from the canonical spec's folder);
