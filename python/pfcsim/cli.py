@@ -15,7 +15,7 @@ import tomli_w
 
 import pfcsim
 from pfcsim import plots, reproduce
-from pfcsim.sweep import check, finished_keys, load_sweep
+from pfcsim.sweep import check, finished_keys, load_sweep, running_keys
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,17 +216,29 @@ def _sweep(args: argparse.Namespace) -> None:
 
 
 def _list_points(args: argparse.Namespace) -> None:
-    """`pfcsim sweep --list`: every point with its key and whether it is done or failed."""
+    """`pfcsim sweep --list`: every point with its key and state (done, running, failed, to run)."""
     sweep = load_sweep(args.spec)
     store = args.out if args.out is not None else Path("results") / sweep.name
     done = finished_keys(store)
+    running = running_keys(store) - done
     failed = {p.stem for p in (store / "failed").glob("*.json")}
     points = check(sweep)
     for point in points:
-        state = "done" if point.key in done else "failed" if point.key in failed else "to run"
-        print(f"{point.index:>4}  {point.key}  {state:<6}  {point.label}")
-    waiting = sum(p.key not in done for p in points)
-    print(f"{len(points)} points ({len(sweep.points)} before merging equal ones), {waiting} to run")
+        if point.key in done:
+            state = "done"
+        elif point.key in running:
+            state = "running"
+        elif point.key in failed:
+            state = "failed"
+        else:
+            state = "to run"
+        print(f"{point.index:>4}  {point.key}  {state:<7}  {point.label}")
+    waiting = sum(p.key not in done and p.key not in running for p in points)
+    now = sum(p.key in running for p in points)
+    print(
+        f"{len(points)} points ({len(sweep.points)} before merging equal ones), {waiting} to run"
+        + (f", {now} running in another sweep" if now else "")
+    )
 
 
 #: The metrics `pfcsim results` shows by default (those the store's runs have).

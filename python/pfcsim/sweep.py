@@ -222,6 +222,29 @@ def finished_keys(store: Path) -> set[str]:
     }
 
 
+def running_keys(store: Path) -> set[str]:
+    """Keys of the points a sweep is running now: their claims in `store` are held."""
+    folder = store / "claims"
+    if not folder.is_dir():
+        return set()
+    return {p.name for p in folder.iterdir() if not _claim_free(p)}
+
+
+def _claim_free(path: Path) -> bool:
+    """Whether no live process holds the claim file `path` (without taking it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 #: Runs tasks somewhere and yields each outcome as it finishes (see `execute`). A backend takes
 #: a task from the iterator only when it can start it (the iterator claims the point then).
 Backend = Callable[[Iterator["PointTask"]], Iterator["PointOutcome"]]
@@ -461,17 +484,7 @@ class _Claims:
 
     def free(self, key: str) -> bool:
         """Whether no live process holds the claim of `key` (without taking it)."""
-        try:
-            fd = os.open(self.folder / key, os.O_RDONLY)
-        except FileNotFoundError:
-            return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)
-        return True
+        return _claim_free(self.folder / key)
 
 
 def _task(sweep: Sweep, point: Point) -> PointTask:

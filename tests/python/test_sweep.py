@@ -1,6 +1,7 @@
 """Sweeps, the results store and its DuckDB index, comparison tables and plots."""
 
 import copy
+import fcntl
 import json
 import os
 import signal
@@ -525,6 +526,19 @@ def test_sweep_list_shows_points_and_their_state(sweep_file: Path, tmp_path: Pat
     assert lines[0].split()[0] == "0"
     assert lines[0].split()[2:] == ["to", "run", "lb.scheme=ecmp", "traffic[0].load=0.2", "seed=1"]
     assert not (tmp_path / "store").exists()
+    # A point whose claim a live sweep holds is running, not to run.
+    key = lines[0].split()[1]
+    (tmp_path / "store" / "claims").mkdir(parents=True)
+    claim = os.open(tmp_path / "store" / "claims" / key, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(claim, fcntl.LOCK_EX)
+    try:
+        held = cli("sweep", str(sweep_file), "-o", "store", "--list", cwd=tmp_path)
+    finally:
+        os.close(claim)
+    assert held.stdout.splitlines()[0].split()[2] == "running"
+    assert held.stdout.splitlines()[-1] == (
+        "8 points (8 before merging equal ones), 7 to run, 1 running in another sweep"
+    )
     cli("sweep", str(sweep_file), "-o", "store", "-q", cwd=tmp_path)
     again = cli("sweep", str(sweep_file), "-o", "store", "--list", cwd=tmp_path)
     assert again.stdout.splitlines()[-1] == "8 points (8 before merging equal ones), 0 to run"
