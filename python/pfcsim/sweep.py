@@ -1000,12 +1000,25 @@ def ray_backend(address: str) -> Backend:
             else:
                 ray.init(address=address, log_to_driver=False)
         remote = ray.remote(num_cpus=1, max_retries=1)(execute)
-        refs = {remote.remote(t): t for t in tasks}
+        pending = iter(tasks)
+        refs: dict[Any, PointTask] = {}
+
+        def fill() -> None:
+            # A task is taken (its point claimed) only when the cluster has a CPU for it, so
+            # that other sweeps of the store can run the points this one has not reached.
+            while len(refs) < max(1, int(ray.cluster_resources().get("CPU", 1))):
+                task = next(pending, None)
+                if task is None:
+                    return
+                refs[remote.remote(task)] = task
+
+        fill()
         try:
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 for ref in ready:
                     task = refs.pop(ref)
+                    fill()
                     try:
                         yield ray.get(ref)
                     except ray.exceptions.RayError as e:

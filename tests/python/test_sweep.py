@@ -22,10 +22,12 @@ from conftest import TINY_TOML
 from pfcsim.sweep import (
     PointOutcome,
     PointTask,
+    _task,
     check,
     execute,
     finished_keys,
     load_sweep,
+    ray_backend,
     run_sweep,
 )
 from test_cli import cli, pfcsim_command
@@ -285,8 +287,18 @@ def test_a_sweep_killed_mid_way_resumes_losing_nothing(sweep_file: Path, tmp_pat
     assert len(pfcsim.open_store(store).runs) == 16
 
 
-def test_ray_gives_the_same_results_as_the_process_pool(sweep_file: Path, tmp_path: Path) -> None:
-    pytest.importorskip("ray")
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    """A local Ray instance of two CPUs, started once for the tests of this module."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_gives_the_same_results_as_the_process_pool(
+    sweep_file: Path, tmp_path: Path, local_ray: Any
+) -> None:
     pool = pfcsim.sweep(sweep_file, out=tmp_path / "pool", workers=2)
     ray = pfcsim.sweep(sweep_file, out=tmp_path / "ray", ray="local")
     assert sorted(pool.ran) == sorted(ray.ran)
@@ -297,6 +309,27 @@ def test_ray_gives_the_same_results_as_the_process_pool(sweep_file: Path, tmp_pa
             assert (a / name).read_bytes() == (b / name).read_bytes(), (key, name)
         fingerprint = [json.loads((f / "stats.json").read_text())["fingerprint"] for f in (a, b)]
         assert fingerprint[0] == fingerprint[1]
+
+
+def test_a_ray_sweep_takes_a_point_only_when_a_cpu_is_free(
+    sweep_file: Path, local_ray: Any
+) -> None:
+    sweep = load_sweep(sweep_file)
+    points = check(sweep)
+    taken: list[str] = []
+
+    def tasks() -> Iterator[PointTask]:
+        for point in points:
+            taken.append(point.key)  # the backend takes the task: the point is claimed
+            yield _task(sweep, point)
+
+    outcomes = ray_backend("local")(tasks())
+    first = next(outcomes)
+    # Two tasks for the two CPUs, then one for the CPU the first one freed.
+    assert len(taken) == 3
+    rest = list(outcomes)
+    assert [o.error for o in [first, *rest]] == [None] * len(points)
+    assert sorted(o.key for o in [first, *rest]) == sorted(p.key for p in points)
 
 
 @pytest.fixture
