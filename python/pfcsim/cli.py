@@ -2,7 +2,8 @@
 
 `run`, `validate`, `schemes` and `workloads` mirror the Rust command line (crates/pfcsim-cli);
 `sweep`, `results` and `plot` work on results stores (docs/sweeps.md). Errors print
-`error: <message>` on stderr and exit with status 2; a sweep with failed points exits with 1.
+`error: <message>` on stderr and exit with status 2; a sweep or reproduction with failed or
+incomplete points exits with 1.
 """
 
 import argparse
@@ -209,10 +210,15 @@ def _sweep(args: argparse.Namespace) -> None:
     )
     for key, error in report.failed.items():
         print(f"  failed {key}: {error}")
+    if report.incomplete:
+        ended = len(report.incomplete)
+        print(f"{ended} point{'s' * (ended != 1)} ended early (incomplete; results stored):")
+        for key, why in report.incomplete.items():
+            print(f"  incomplete {key}: {why}")
     print(f"results in {report.store}; tables: pfcsim results {report.store}")
     if report.interrupted:
         raise KeyboardInterrupt
-    args.status = 1 if report.failed else 0
+    args.status = 1 if report.failed or report.incomplete else 0
 
 
 def _list_points(args: argparse.Namespace) -> None:
@@ -387,6 +393,13 @@ def _reproduce(args: argparse.Namespace) -> None:
         print(f"report: {result.report}")
     if result.failed_points:
         print(f"{result.failed_points} points failed: see {result.store / 'failed'}")
+        args.status = 1
+    if result.incomplete_points:
+        print(
+            f"{result.incomplete_points} points ended early (incomplete): see the claims' notes "
+            f"and pfcsim results {result.store} --sql "
+            '"SELECT key, incomplete FROM runs WHERE incomplete IS NOT NULL"'
+        )
         args.status = 1
 
 

@@ -119,6 +119,10 @@ class SweepReport:
     elsewhere: list[str] = field(default_factory=list)
     #: Points that failed: key -> error message.
     failed: dict[str, str] = field(default_factory=dict)
+    #: Points whose stored runs a guard or a stall ended early (`[run]` in docs/spec.md): key
+    #: -> the `incomplete` message of their stats.json. Their results measure the run up to
+    #: there; running them again gives the same.
+    incomplete: dict[str, str] = field(default_factory=dict)
     #: True if the sweep was stopped (Ctrl-C) before every point ran.
     interrupted: bool = False
 
@@ -335,7 +339,17 @@ def run_sweep(
         report.interrupted = True
     finally:
         runner.release_all()
+    for key in [*report.skipped, *report.ran, *report.elsewhere]:
+        message = _incomplete(store / "runs" / key)
+        if message is not None:
+            report.incomplete[key] = message
     return report
+
+
+def _incomplete(folder: Path) -> str | None:
+    """The `incomplete` message of the stored run `folder` (None: it ran to its end)."""
+    stats = json.loads((folder / "stats.json").read_text())
+    return stats.get("incomplete")
 
 
 #: How often a sweep looks at the points another sweep is running, while it waits for them.

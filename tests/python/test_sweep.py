@@ -551,6 +551,29 @@ def test_sweep_command_reports_and_exits_zero(sweep_file: Path, tmp_path: Path) 
     assert (tmp_path / "store" / "sweeps" / "sweep.toml").read_text() == SWEEP_TOML
 
 
+def test_a_point_a_guard_ends_is_stored_and_reported_incomplete(
+    tiny_file: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "guarded.toml").write_text(
+        'base = "spec.toml"\n\n[grid]\n"run.max_events" = [1000, 100000000]\n'
+    )
+    done = cli("sweep", "guarded.toml", "-o", "store", "-q", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "2 points: 2 ran, 0 already done, 0 failed"
+    assert lines[1] == "1 point ended early (incomplete; results stored):"
+    assert lines[2].split(": ", 1)[1].startswith("run.max_events (1000): the run stopped after ")
+    store = pfcsim.open_store(tmp_path / "store")
+    assert store.runs["incomplete"].notna().sum() == 1
+    # A rerun runs nothing and says so again; the report lists the run.
+    again = cli("sweep", "guarded.toml", "-o", "store", "-q", cwd=tmp_path)
+    assert again.returncode == 1
+    assert again.stdout.splitlines()[1:3] == lines[1:3]
+    page = store.report().read_text()
+    assert "runs ended early (incomplete)" in page
+    assert "run.max_events (1000): the run stopped after " in page
+
+
 def test_sweep_list_shows_points_and_their_state(sweep_file: Path, tmp_path: Path) -> None:
     first = cli("sweep", str(sweep_file), "-o", "store", "--list", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
