@@ -2,7 +2,8 @@
 
 `run`, `validate`, `schemes` and `workloads` mirror the Rust command line (crates/pfcsim-cli);
 `sweep`, `results` and `plot` work on results stores (docs/sweeps.md). Errors print
-`error: <message>` on stderr and exit with status 2; a sweep with failed points exits with 1.
+`error: <message>` on stderr and exit with status 2; a sweep or reproduction with failed or
+incomplete points exits with 1.
 """
 
 import argparse
@@ -15,7 +16,7 @@ import tomli_w
 
 import pfcsim
 from pfcsim import plots, reproduce
-from pfcsim.sweep import check, finished_keys, load_sweep
+from pfcsim.sweep import check, finished_keys, load_sweep, running_keys
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -209,24 +210,41 @@ def _sweep(args: argparse.Namespace) -> None:
     )
     for key, error in report.failed.items():
         print(f"  failed {key}: {error}")
+    if report.incomplete:
+        ended = len(report.incomplete)
+        print(f"{ended} point{'s' * (ended != 1)} ended early (incomplete; results stored):")
+        for key, why in report.incomplete.items():
+            print(f"  incomplete {key}: {why}")
     print(f"results in {report.store}; tables: pfcsim results {report.store}")
     if report.interrupted:
         raise KeyboardInterrupt
-    args.status = 1 if report.failed else 0
+    args.status = 1 if report.failed or report.incomplete else 0
 
 
 def _list_points(args: argparse.Namespace) -> None:
-    """`pfcsim sweep --list`: every point with its key and whether it is done or failed."""
+    """`pfcsim sweep --list`: every point with its key and state (done, running, failed, to run)."""
     sweep = load_sweep(args.spec)
     store = args.out if args.out is not None else Path("results") / sweep.name
     done = finished_keys(store)
+    running = running_keys(store) - done
     failed = {p.stem for p in (store / "failed").glob("*.json")}
     points = check(sweep)
     for point in points:
-        state = "done" if point.key in done else "failed" if point.key in failed else "to run"
-        print(f"{point.index:>4}  {point.key}  {state:<6}  {point.label}")
-    waiting = sum(p.key not in done for p in points)
-    print(f"{len(points)} points ({len(sweep.points)} before merging equal ones), {waiting} to run")
+        if point.key in done:
+            state = "done"
+        elif point.key in running:
+            state = "running"
+        elif point.key in failed:
+            state = "failed"
+        else:
+            state = "to run"
+        print(f"{point.index:>4}  {point.key}  {state:<7}  {point.label}")
+    waiting = sum(p.key not in done and p.key not in running for p in points)
+    now = sum(p.key in running for p in points)
+    print(
+        f"{len(points)} points ({len(sweep.points)} before merging equal ones), {waiting} to run"
+        + (f", {now} running in another sweep" if now else "")
+    )
 
 
 #: The metrics `pfcsim results` shows by default (those the store's runs have).
@@ -375,6 +393,13 @@ def _reproduce(args: argparse.Namespace) -> None:
         print(f"report: {result.report}")
     if result.failed_points:
         print(f"{result.failed_points} points failed: see {result.store / 'failed'}")
+        args.status = 1
+    if result.incomplete_points:
+        print(
+            f"{result.incomplete_points} points ended early (incomplete): see the claims' notes "
+            f"and pfcsim results {result.store} --sql "
+            '"SELECT key, incomplete FROM runs WHERE incomplete IS NOT NULL"'
+        )
         args.status = 1
 
 

@@ -78,7 +78,15 @@ METRICS = (
     "retransmitted_bytes",
 )
 #: What made each run, shown last in the runs table.
-RUN_INFO = ("fingerprint", "pfcsim_version", "wall_seconds", "sim_time_ms", "events", "finished_at")
+RUN_INFO = (
+    "incomplete",
+    "fingerprint",
+    "pfcsim_version",
+    "wall_seconds",
+    "sim_time_ms",
+    "events",
+    "finished_at",
+)
 
 
 @dataclass
@@ -343,6 +351,14 @@ def _runs_summary(store: Store, runs: pd.DataFrame, axes: list[str]) -> str:
     if failed:
         items = "".join(f"<li><code>{_e(k)}</code>: {_e(error)}</li>" for k, error in failed)
         rows.append(("failed points", f"{len(failed)}<ul>{items}</ul>"))
+    if "incomplete" in runs.columns:
+        cut = runs[runs["incomplete"].notna()]
+        items = "".join(
+            f"<li><code>{_e(k)}</code>: {_e(why)}</li>"
+            for k, why in zip(cut["key"], cut["incomplete"], strict=True)
+        )
+        if items:
+            rows.append(("runs ended early (incomplete)", f"{len(cut)}<ul>{items}</ul>"))
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     table = f'<table class="facts">{body}</table>'
     return f'<section id="summary"><h2>What was run</h2>{table}</section>'

@@ -157,6 +157,8 @@ class Reproduction:
     #: One row per claim: text, paper, ours, ratio (ours / paper).
     claims: list[dict[str, Any]] = field(default_factory=list)
     failed_points: int = 0
+    #: Points whose runs a guard or a stall ended early (their claims say so in their notes).
+    incomplete_points: int = 0
     #: The HTML report (`pfcsim.report`) in the store; None if not asked or no point finished.
     report: Path | None = None
 
@@ -249,7 +251,12 @@ def reproduce(
     )
     # Only this sweep's runs: the store may also hold runs of its older versions.
     store = Store(store_dir).only(point.key for point in outcome.points)
-    result = Reproduction(experiment, store_dir, failed_points=len(outcome.failed))
+    result = Reproduction(
+        experiment,
+        store_dir,
+        failed_points=len(outcome.failed),
+        incomplete_points=len(outcome.incomplete),
+    )
     label = f" (quick run: {experiment.quick.get('note', 'reduced sweep')})" if quick else ""
     titled = [
         dataclasses.replace(request, title=(request.title or experiment.title) + label)
@@ -282,6 +289,9 @@ def evaluate(claim: Claim, store: Store) -> dict[str, Any]:
     note = _missing_series(claim, runs)
     if ours is None and not note:
         note = _no_value(claim, runs)
+    cut = _cut_short(claim, runs)
+    if cut:
+        note = f"{note}; {cut}" if note else cut
     return {
         "claim": claim.text,
         "metric": claim.metric,
@@ -313,16 +323,34 @@ def _missing_series(claim: Claim, runs: pd.DataFrame) -> str:
     if runs.empty:
         where = ", ".join(f"{name} = {value}" for name, value in claim.where)
         return f"no run matches where {{ {where} }}"
-    baselines = [] if claim.baseline is None else claim.baseline
-    named = [claim.series, *([baselines] if isinstance(baselines, str) else baselines)]
     present = sorted(set(runs["series"]))
-    missing = [name for name in named if name not in present]
+    missing = [name for name in _named_series(claim) if name not in present]
     if not missing:
         return ""
     fields = ", ".join(claim.series_fields)
     return (
         f"no run of series {', '.join(repr(m) for m in missing)} "
         f"(the series of {fields} here: {', '.join(present)})"
+    )
+
+
+def _named_series(claim: Claim) -> list[str]:
+    """The series a claim reads: its own and its baselines."""
+    baselines = [] if claim.baseline is None else claim.baseline
+    return [claim.series, *([baselines] if isinstance(baselines, str) else baselines)]
+
+
+def _cut_short(claim: Claim, runs: pd.DataFrame) -> str:
+    """Says how many runs of the claim's series a guard or a stall ended early ("" if none)."""
+    if "incomplete" not in runs.columns:
+        return ""
+    used = runs[runs["series"].isin(_named_series(claim))]
+    count = int(used["incomplete"].notna().sum())
+    if count == 0:
+        return ""
+    return (
+        f"{count} of its {len(used)} runs ended early (incomplete: a guard or a stall; the "
+        "runs table's incomplete column says why), so their numbers measure them up to there"
     )
 
 

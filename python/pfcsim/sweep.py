@@ -119,6 +119,10 @@ class SweepReport:
     elsewhere: list[str] = field(default_factory=list)
     #: Points that failed: key -> error message.
     failed: dict[str, str] = field(default_factory=dict)
+    #: Points whose stored runs a guard or a stall ended early (`[run]` in docs/spec.md): key
+    #: -> the `incomplete` message of their stats.json. Their results measure the run up to
+    #: there; running them again gives the same.
+    incomplete: dict[str, str] = field(default_factory=dict)
     #: True if the sweep was stopped (Ctrl-C) before every point ran.
     interrupted: bool = False
 
@@ -222,6 +226,29 @@ def finished_keys(store: Path) -> set[str]:
     }
 
 
+def running_keys(store: Path) -> set[str]:
+    """Keys of the points a sweep is running now: their claims in `store` are held."""
+    folder = store / "claims"
+    if not folder.is_dir():
+        return set()
+    return {p.name for p in folder.iterdir() if not _claim_free(p)}
+
+
+def _claim_free(path: Path) -> bool:
+    """Whether no live process holds the claim file `path` (without taking it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 #: Runs tasks somewhere and yields each outcome as it finishes (see `execute`). A backend takes
 #: a task from the iterator only when it can start it (the iterator claims the point then).
 Backend = Callable[[Iterator["PointTask"]], Iterator["PointOutcome"]]
@@ -312,7 +339,17 @@ def run_sweep(
         report.interrupted = True
     finally:
         runner.release_all()
+    for key in [*report.skipped, *report.ran, *report.elsewhere]:
+        message = _incomplete(store / "runs" / key)
+        if message is not None:
+            report.incomplete[key] = message
     return report
+
+
+def _incomplete(folder: Path) -> str | None:
+    """The `incomplete` message of the stored run `folder` (None: it ran to its end)."""
+    stats = json.loads((folder / "stats.json").read_text())
+    return stats.get("incomplete")
 
 
 #: How often a sweep looks at the points another sweep is running, while it waits for them.
@@ -461,17 +498,7 @@ class _Claims:
 
     def free(self, key: str) -> bool:
         """Whether no live process holds the claim of `key` (without taking it)."""
-        try:
-            fd = os.open(self.folder / key, os.O_RDONLY)
-        except FileNotFoundError:
-            return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)
-        return True
+        return _claim_free(self.folder / key)
 
 
 def _task(sweep: Sweep, point: Point) -> PointTask:
@@ -987,12 +1014,25 @@ def ray_backend(address: str) -> Backend:
             else:
                 ray.init(address=address, log_to_driver=False)
         remote = ray.remote(num_cpus=1, max_retries=1)(execute)
-        refs = {remote.remote(t): t for t in tasks}
+        pending = iter(tasks)
+        refs: dict[Any, PointTask] = {}
+
+        def fill() -> None:
+            # A task is taken (its point claimed) only when the cluster has a CPU for it, so
+            # that other sweeps of the store can run the points this one has not reached.
+            while len(refs) < max(1, int(ray.cluster_resources().get("CPU", 1))):
+                task = next(pending, None)
+                if task is None:
+                    return
+                refs[remote.remote(task)] = task
+
+        fill()
         try:
             while refs:
                 ready, _ = ray.wait(list(refs), num_returns=1)
                 for ref in ready:
                     task = refs.pop(ref)
+                    fill()
                     try:
                         yield ray.get(ref)
                     except ray.exceptions.RayError as e:

@@ -354,7 +354,8 @@ def names_a_key_or_line(message: str, origin: str) -> bool:
             return True
     if re.search(r"(missing|unknown) field `[^`]+`", rest):
         return True
-    return origin != "<dict>" and bool(re.match(pattern, message))
+    # A file's refusal may name only its line.
+    return origin != "<dict>" and bool(re.match(re.escape(origin) + r" \(line \d+\): ", message))
 
 
 def check_refusal(error: pfcsim.SpecError, origin: str = "<dict>") -> None:

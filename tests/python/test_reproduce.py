@@ -287,6 +287,23 @@ def test_a_reduction_against_a_baseline_of_zero_has_no_value(root: Path) -> None
     )
 
 
+def test_claims_on_runs_a_guard_ended_say_so(root: Path, tmp_path: Path) -> None:
+    (root / "demo" / "tiny" / "spec.toml").write_text(TINY_TOML + "\n[run]\nmax_events = 1000\n")
+    done = cli(
+        "reproduce", "demo/tiny", "--quick", "--experiments", str(root), "-o", "out",
+        "--no-report", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    runs = pfcsim.open_store(tmp_path / "out").runs
+    assert len(runs) > 0
+    assert runs["incomplete"].notna().all()
+    assert f"{len(runs)} points ended early (incomplete)" in done.stdout
+    claims = pd.read_csv(tmp_path / "out" / "claims.csv")
+    for claim in claims.itertuples():
+        used = runs["scheme"].isin(["rps", "ecmp"] if claim.metric == "fct_p99_us" else ["rps"])
+        assert f"{used.sum()} of its {used.sum()} runs ended early (incomplete" in claim.note
+
+
 def test_parameters_some_series_lack_do_not_split_the_conditions(root: Path) -> None:
     # `lb.flowlet_timeout` is 100us for LetFlow, 50us for HULA and NULL for ECMP, which has
     # no such key: it follows the series, so LetFlow and ECMP are still compared per load.

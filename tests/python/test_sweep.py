@@ -1,6 +1,7 @@
 """Sweeps, the results store and its DuckDB index, comparison tables and plots."""
 
 import copy
+import fcntl
 import json
 import os
 import signal
@@ -21,10 +22,12 @@ from conftest import TINY_TOML
 from pfcsim.sweep import (
     PointOutcome,
     PointTask,
+    _task,
     check,
     execute,
     finished_keys,
     load_sweep,
+    ray_backend,
     run_sweep,
 )
 from test_cli import cli, pfcsim_command
@@ -284,8 +287,18 @@ def test_a_sweep_killed_mid_way_resumes_losing_nothing(sweep_file: Path, tmp_pat
     assert len(pfcsim.open_store(store).runs) == 16
 
 
-def test_ray_gives_the_same_results_as_the_process_pool(sweep_file: Path, tmp_path: Path) -> None:
-    pytest.importorskip("ray")
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    """A local Ray instance of two CPUs, started once for the tests of this module."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_gives_the_same_results_as_the_process_pool(
+    sweep_file: Path, tmp_path: Path, local_ray: Any
+) -> None:
     pool = pfcsim.sweep(sweep_file, out=tmp_path / "pool", workers=2)
     ray = pfcsim.sweep(sweep_file, out=tmp_path / "ray", ray="local")
     assert sorted(pool.ran) == sorted(ray.ran)
@@ -296,6 +309,27 @@ def test_ray_gives_the_same_results_as_the_process_pool(sweep_file: Path, tmp_pa
             assert (a / name).read_bytes() == (b / name).read_bytes(), (key, name)
         fingerprint = [json.loads((f / "stats.json").read_text())["fingerprint"] for f in (a, b)]
         assert fingerprint[0] == fingerprint[1]
+
+
+def test_a_ray_sweep_takes_a_point_only_when_a_cpu_is_free(
+    sweep_file: Path, local_ray: Any
+) -> None:
+    sweep = load_sweep(sweep_file)
+    points = check(sweep)
+    taken: list[str] = []
+
+    def tasks() -> Iterator[PointTask]:
+        for point in points:
+            taken.append(point.key)  # the backend takes the task: the point is claimed
+            yield _task(sweep, point)
+
+    outcomes = ray_backend("local")(tasks())
+    first = next(outcomes)
+    # Two tasks for the two CPUs, then one for the CPU the first one freed.
+    assert len(taken) == 3
+    rest = list(outcomes)
+    assert [o.error for o in [first, *rest]] == [None] * len(points)
+    assert sorted(o.key for o in [first, *rest]) == sorted(p.key for p in points)
 
 
 @pytest.fixture
@@ -517,6 +551,29 @@ def test_sweep_command_reports_and_exits_zero(sweep_file: Path, tmp_path: Path) 
     assert (tmp_path / "store" / "sweeps" / "sweep.toml").read_text() == SWEEP_TOML
 
 
+def test_a_point_a_guard_ends_is_stored_and_reported_incomplete(
+    tiny_file: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "guarded.toml").write_text(
+        'base = "spec.toml"\n\n[grid]\n"run.max_events" = [1000, 100000000]\n'
+    )
+    done = cli("sweep", "guarded.toml", "-o", "store", "-q", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "2 points: 2 ran, 0 already done, 0 failed"
+    assert lines[1] == "1 point ended early (incomplete; results stored):"
+    assert lines[2].split(": ", 1)[1].startswith("run.max_events (1000): the run stopped after ")
+    store = pfcsim.open_store(tmp_path / "store")
+    assert store.runs["incomplete"].notna().sum() == 1
+    # A rerun runs nothing and says so again; the report lists the run.
+    again = cli("sweep", "guarded.toml", "-o", "store", "-q", cwd=tmp_path)
+    assert again.returncode == 1
+    assert again.stdout.splitlines()[1:3] == lines[1:3]
+    page = store.report().read_text()
+    assert "runs ended early (incomplete)" in page
+    assert "run.max_events (1000): the run stopped after " in page
+
+
 def test_sweep_list_shows_points_and_their_state(sweep_file: Path, tmp_path: Path) -> None:
     first = cli("sweep", str(sweep_file), "-o", "store", "--list", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
@@ -525,6 +582,19 @@ def test_sweep_list_shows_points_and_their_state(sweep_file: Path, tmp_path: Pat
     assert lines[0].split()[0] == "0"
     assert lines[0].split()[2:] == ["to", "run", "lb.scheme=ecmp", "traffic[0].load=0.2", "seed=1"]
     assert not (tmp_path / "store").exists()
+    # A point whose claim a live sweep holds is running, not to run.
+    key = lines[0].split()[1]
+    (tmp_path / "store" / "claims").mkdir(parents=True)
+    claim = os.open(tmp_path / "store" / "claims" / key, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(claim, fcntl.LOCK_EX)
+    try:
+        held = cli("sweep", str(sweep_file), "-o", "store", "--list", cwd=tmp_path)
+    finally:
+        os.close(claim)
+    assert held.stdout.splitlines()[0].split()[2] == "running"
+    assert held.stdout.splitlines()[-1] == (
+        "8 points (8 before merging equal ones), 7 to run, 1 running in another sweep"
+    )
     cli("sweep", str(sweep_file), "-o", "store", "-q", cwd=tmp_path)
     again = cli("sweep", str(sweep_file), "-o", "store", "--list", cwd=tmp_path)
     assert again.stdout.splitlines()[-1] == "8 points (8 before merging equal ones), 0 to run"

@@ -167,6 +167,12 @@ impl Spec {
                 offset = at.or(offset);
                 msg = located.to_string();
             }
+            // What the TOML reader says of a number, array or table where a name is expected.
+            if msg == "invalid type: unit variant, expected string only" {
+                msg = "expected a name in quotes (a string); docs/spec.md lists the names this \
+                       key takes"
+                    .to_string();
+            }
             let location = offset
                 .filter(|&o| o <= text.len())
                 .map(|o| {
@@ -606,6 +612,24 @@ mod tests {
             "{MINIMAL}\n[[traffic]]\nkind = \"background\"\npairs = [[0, 1], [2, \"x\"]]\nsize = \"1MB\"\n"
         ));
         assert!(e.starts_with("s.toml (line 18): traffic[1].pairs[1][1]: invalid type: string \"x\", expected u32"), "{e}");
+        // A number or a list where a name is expected, inside a tagged table and in a plain one.
+        for (bad, line, key) in [
+            (
+                "duration = \"1ms\"\ntransport = [\"tcp\"]",
+                15,
+                "traffic[0].transport",
+            ),
+            ("duration = \"1ms\"\nload_of = 3", 15, "traffic[0].load_of"),
+        ] {
+            let e = error_of(&MINIMAL.replace("duration = \"1ms\"", bad));
+            assert_eq!(
+                e,
+                format!(
+                    "s.toml (line {line}): {key}: expected a name in quotes (a string); \
+                     docs/spec.md lists the names this key takes"
+                )
+            );
+        }
         // Unknown and missing tags, and missing fields of a variant.
         let e = error_of(&MINIMAL.replace("\"poisson\"", "\"poison\""));
         assert!(e.starts_with("s.toml (line 11): traffic[0].kind: unknown variant `poison`, expected one of `poisson`, `incast`"), "{e}");

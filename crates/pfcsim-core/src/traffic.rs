@@ -52,6 +52,26 @@ pub struct FlowSpec {
     pub coflow: Option<u32>,
 }
 
+impl FlowSpec {
+    /// A flow built in code (tests, examples): `size` bytes from host `src` to host `dst` at
+    /// `start`, at priority 3 and UDP port 100, from no `[[traffic]]` entry (generator 0), left
+    /// to the switches' scheme (no path tag) and in no coflow.
+    pub fn scripted(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
+        FlowSpec {
+            src,
+            dst,
+            size,
+            start,
+            priority: 3,
+            dport: 100,
+            source: "scripted",
+            generator: 0,
+            path_tag: 0,
+            coflow: None,
+        }
+    }
+}
+
 /// Which capacity a Poisson generator's load is a fraction of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

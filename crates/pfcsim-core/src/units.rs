@@ -134,31 +134,40 @@ fn split_number(s: &str) -> (&str, &str) {
     (s[..end].trim(), s[end..].trim())
 }
 
+/// Why a decimal number times a unit's factor is not a value of 64 bits.
+enum Inexact {
+    /// Not a non-negative decimal number, or not a whole number of the base unit.
+    NotWhole,
+    /// Above `u64::MAX` of the base unit.
+    TooLarge,
+}
+
 /// Parses a non-negative decimal number exactly as a rational `mantissa / 10^scale`.
-fn parse_decimal(num: &str) -> Option<(u128, u32)> {
+fn parse_decimal(num: &str) -> Result<(u128, u32), Inexact> {
     let num: String = num.chars().filter(|&c| c != '_').collect();
     if num.is_empty() || num == "." {
-        return None;
+        return Err(Inexact::NotWhole);
     }
     let (int, frac) = num.split_once('.').unwrap_or((&num, ""));
     if !int.chars().all(|c| c.is_ascii_digit()) || !frac.chars().all(|c| c.is_ascii_digit()) {
-        return None;
+        return Err(Inexact::NotWhole);
     }
-    let digits = format!("{int}{frac}");
-    let mantissa: u128 = digits.parse().ok()?;
-    Some((mantissa, frac.len() as u32))
+    // Digits only: the parse fails only if the number overflows 128 bits.
+    let mantissa: u128 = format!("{int}{frac}")
+        .parse()
+        .map_err(|_| Inexact::TooLarge)?;
+    Ok((mantissa, frac.len() as u32))
 }
 
-/// Multiplies the decimal `num` by `factor` and returns an exact integer, or `None` if the
-/// result is not a whole number or overflows.
-fn scale_exact(num: &str, factor: u128) -> Option<u64> {
+/// Multiplies the decimal `num` by `factor` and returns an exact integer of 64 bits.
+fn scale_exact(num: &str, factor: u128) -> Result<u64, Inexact> {
     let (mantissa, scale) = parse_decimal(num)?;
-    let pow = 10u128.checked_pow(scale)?;
-    let product = mantissa.checked_mul(factor)?;
+    let pow = 10u128.checked_pow(scale).ok_or(Inexact::NotWhole)?;
+    let product = mantissa.checked_mul(factor).ok_or(Inexact::TooLarge)?;
     if product % pow != 0 {
-        return None;
+        return Err(Inexact::NotWhole);
     }
-    u64::try_from(product / pow).ok()
+    u64::try_from(product / pow).map_err(|_| Inexact::TooLarge)
 }
 
 impl FromStr for Time {
@@ -182,11 +191,13 @@ impl FromStr for Time {
                 )))
             }
         };
-        let time = scale_exact(num, factor).map(Time).ok_or_else(|| {
-            UnitError(format!(
+        let time = match scale_exact(num, factor) {
+            Ok(ps) => Time(ps),
+            Err(Inexact::NotWhole) => return Err(UnitError(format!(
                 "'{s}' is not a non-negative whole number of picoseconds (e.g. \"2us\", \"1.5ms\")"
-            ))
-        })?;
+            ))),
+            Err(Inexact::TooLarge) => Time(u64::MAX),
+        };
         if time > Time::SPEC_MAX {
             return Err(UnitError(format!(
                 "'{s}' is longer than {}, the longest time a spec may give (the simulated clock \
@@ -220,12 +231,16 @@ impl FromStr for Rate {
             }
         };
         match scale_exact(num, factor) {
-            Some(0) => Err(UnitError(format!(
+            Ok(0) => Err(UnitError(format!(
                 "'{s}' is a zero rate; a rate must be positive"
             ))),
-            Some(r) => Ok(Rate(r)),
-            None => Err(UnitError(format!(
+            Ok(r) => Ok(Rate(r)),
+            Err(Inexact::NotWhole) => Err(UnitError(format!(
                 "'{s}' is not a positive whole number of bits per second (e.g. \"40Gbps\")"
+            ))),
+            Err(Inexact::TooLarge) => Err(UnitError(format!(
+                "'{s}' is too large: a rate counts bits per second in 64 bits, up to {}",
+                Rate(u64::MAX)
             ))),
         }
     }
@@ -254,11 +269,16 @@ impl FromStr for Bytes {
                 )))
             }
         };
-        scale_exact(num, factor).map(Bytes).ok_or_else(|| {
-            UnitError(format!(
+        match scale_exact(num, factor) {
+            Ok(b) => Ok(Bytes(b)),
+            Err(Inexact::NotWhole) => Err(UnitError(format!(
                 "'{s}' is not a non-negative whole number of bytes (e.g. \"9MB\", \"1.5KB\")"
-            ))
-        })
+            ))),
+            Err(Inexact::TooLarge) => Err(UnitError(format!(
+                "'{s}' is too large: a size counts bytes in 64 bits, up to {} bytes",
+                u64::MAX
+            ))),
+        }
     }
 }
 
@@ -405,7 +425,15 @@ mod tests {
     #[test]
     fn rejects_times_beyond_the_spec_limit() {
         assert_eq!("1000000s".parse::<Time>().unwrap(), Time::SPEC_MAX);
-        for s in ["1000000001ms", "18446744s", "18446744073709551615ps"] {
+        // The last three overflow 64 bits of picoseconds (or 128 bits as written).
+        for s in [
+            "1000000001ms",
+            "18446744s",
+            "18446744073709551615ps",
+            "18446744073709551616ps",
+            "99999999999999999s",
+            "1000000000000000000000000000000000000000s",
+        ] {
             assert_eq!(
                 s.parse::<Time>().unwrap_err().0,
                 format!(
@@ -414,6 +442,26 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn rejects_rates_and_sizes_past_64_bits() {
+        assert_eq!(
+            "18446745Tbps".parse::<Rate>().unwrap_err().0,
+            "'18446745Tbps' is too large: a rate counts bits per second in 64 bits, up to \
+             18446744073709551615bps"
+        );
+        assert_eq!(
+            "18446744074GB".parse::<Bytes>().unwrap_err().0,
+            "'18446744074GB' is too large: a size counts bytes in 64 bits, up to \
+             18446744073709551615 bytes"
+        );
+        // A fraction of the base unit is still refused as not whole.
+        assert!("0.5B"
+            .parse::<Bytes>()
+            .unwrap_err()
+            .0
+            .contains("not a non-negative whole number of bytes"));
     }
 
     #[test]

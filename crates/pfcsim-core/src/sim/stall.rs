@@ -542,18 +542,7 @@ mod tests {
         let is_switch = (0..10).map(|n| n >= 5).collect();
         let topo = Topology::assemble(is_switch, links).unwrap();
         let flows = (0..5)
-            .map(|i| FlowSpec {
-                src: i,
-                dst: (i + 2) % 5,
-                size: 10_000_000,
-                start: Time::ZERO,
-                priority: 3,
-                dport: 100,
-                source: "scripted",
-                generator: 0,
-                path_tag: 0,
-                coflow: None,
-            })
+            .map(|i| FlowSpec::scripted(i, (i + 2) % 5, 10_000_000, Time::ZERO))
             .collect();
         let cfg = FabricConfig {
             cc: CcConfig::None,

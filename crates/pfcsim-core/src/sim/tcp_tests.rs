@@ -29,18 +29,7 @@ fn run(segments: u64, drop: impl FnMut(&crate::packet::Packet) -> bool + 'static
         },
         ..Default::default()
     };
-    let flow = FlowSpec {
-        src: 0,
-        dst: 1,
-        size: segments * MSS,
-        start: Time::ZERO,
-        priority: 3,
-        dport: 100,
-        source: "scripted",
-        generator: 0,
-        path_tag: 0,
-        coflow: None,
-    };
+    let flow = FlowSpec::scripted(0, 1, segments * MSS, Time::ZERO);
     let stop = StopRule {
         at: Time::from_ms(200),
         when_flows_done: true,

@@ -20,18 +20,7 @@ fn recirculation_timers_and_messages_work_end_to_end() {
         lb: LbConfig::Probe(ProbeConfig {}),
         ..Default::default()
     };
-    let flow = FlowSpec {
-        src: 0,
-        dst: 2,
-        size: 10_000,
-        start: Time::ZERO,
-        priority: 3,
-        dport: 100,
-        source: "scripted",
-        generator: 0,
-        path_tag: 0,
-        coflow: None,
-    };
+    let flow = FlowSpec::scripted(0, 2, 10_000, Time::ZERO);
     let stop = StopRule {
         at: Time::from_ms(100),
         when_flows_done: false,

@@ -210,18 +210,7 @@ pub fn with_lb(lb: LbConfig) -> FabricConfig {
 /// A scripted flow of `size` bytes from host `src` to host `dst` at `start`, priority 3, left
 /// to the switches' scheme (no path tag).
 pub fn flow(src: u32, dst: u32, size: u64, start: Time) -> FlowSpec {
-    FlowSpec {
-        src,
-        dst,
-        size,
-        start,
-        priority: 3,
-        dport: 100,
-        source: "scripted",
-        generator: 0,
-        path_tag: 0,
-        coflow: None,
-    }
+    FlowSpec::scripted(src, dst, size, start)
 }
 
 // ---- Reading a run's records.
