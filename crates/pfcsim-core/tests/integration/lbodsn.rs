@@ -63,7 +63,7 @@ fn counter(out: &RunOutput, name: &str) -> u64 {
     out.stats.counter(&format!("lbodsn.{name}"))
 }
 
-/// Six 1 MB flows from three leaves into one host, all starting on the first spine, DCQCN.
+/// Six 1 MB flows from two leaves into one host, all starting on the first spine, DCQCN.
 fn dcqcn_incast(cfg: LbodsnConfig) -> RunOutput {
     let out = run(with_lb(lbodsn(cfg)), incast(6, 1_000_000));
     assert_lossless_and_conserved(&out);
