@@ -29,6 +29,10 @@ pub struct LbodsnConfig {
     /// Congested flows an FCN names, largest first (default 1; the paper's FCN carries "a
     /// flow ID"). Valid: 1..=16.
     pub flows_per_fcn: u32,
+    /// Name only the flows holding more than `F_cc` bytes of the ingress queue (eq. 3,
+    /// default true); false: every flow with bytes in the queue is congested, so an FCN names
+    /// the largest `flows_per_fcn` of them whatever their share (the ablation of eq. 3).
+    pub f_cc: bool,
     /// A source-ToR flow idle for longer than this is forgotten: its next packet is a new
     /// flow and is placed by the path classes (default 500 us). Valid: 1us..=1s.
     pub flow_idle: Time,
@@ -78,6 +82,7 @@ impl Default for LbodsnConfig {
             fcn_gap: Time::ZERO,
             predict: true,
             flows_per_fcn: 1,
+            f_cc: true,
             flow_idle: Time::from_us(500),
             u_high: 0.9,
             fcn_ttl: Time::ZERO,

@@ -6,6 +6,7 @@
 //! length. Two flows hashing to one slot share it (counted as the first one), as in a
 //! hardware register array. `F_cc = Q >> ⌈log2(fNum)⌉` (eq. 3 with `Q_T[qInd]` read as a
 //! weight of 1); the flows holding more than `F_cc` bytes are congested, the largest first.
+//! With `f_cc = false` (the ablation) every flow with bytes in the queue is congested.
 
 use crate::engine::mix64;
 use crate::port::N_PRIO;
@@ -135,13 +136,13 @@ impl FlowBytes {
     }
 
     /// Eq. 3: the congested flows of (`port`, `prio`) when its queue holds `q` bytes, those
-    /// with more than `F_cc = q >> ⌈log2(fNum)⌉` bytes, largest first (ties by slot), at
-    /// most `max`.
-    pub fn congested(&self, port: u16, prio: u8, q: u64, max: usize) -> Vec<Slot> {
+    /// with more than `F_cc = q >> ⌈log2(fNum)⌉` bytes (with `use_f_cc`; without it, every
+    /// flow with bytes), largest first (ties by slot), at most `max`.
+    pub fn congested(&self, port: u16, prio: u8, q: u64, use_f_cc: bool, max: usize) -> Vec<Slot> {
         let Some(list) = self.active.get(port as usize * N_PRIO + prio as usize) else {
             return Vec::new();
         };
-        let f_cc = f_cc(q, list.len());
+        let f_cc = if use_f_cc { f_cc(q, list.len()) } else { 0 };
         let mut out: Vec<(u32, Slot)> = list
             .iter()
             .map(|&i| (i, self.slots[i as usize]))
@@ -187,7 +188,7 @@ mod tests {
     }
 
     /// Of two flows in one ingress queue, only the one holding 90% of its bytes is congested
-    /// even when an FCN may name two. Fails without `F_cc` (both would be named).
+    /// even when an FCN may name two; without `F_cc` (the ablation) both are.
     #[test]
     fn only_the_flow_with_most_of_the_queue_is_congested() {
         let mut t = FlowBytes::new(1024, 4);
@@ -196,9 +197,13 @@ mod tests {
         }
         t.add(2, 3, id(9), 1_000);
         assert_eq!(t.flows(2, 3), 2);
-        let c = t.congested(2, 3, 10_000, 2);
+        let c = t.congested(2, 3, 10_000, true, 2);
         assert_eq!(c.len(), 1);
         assert_eq!((c[0].key, c[0].bytes), (7, 9_000));
+        // Without F_cc (the ablation) both are, the largest first.
+        let c = t.congested(2, 3, 10_000, false, 2);
+        let named: Vec<_> = c.iter().map(|s| (s.key, s.bytes)).collect();
+        assert_eq!(named, [(7, 9_000), (9, 1_000)]);
         // Draining: the flow leaves the list when its bytes are gone.
         t.remove(2, 3, 9, 1_000);
         assert_eq!(t.flows(2, 3), 1);
@@ -207,6 +212,6 @@ mod tests {
             t.remove(2, 3, 7, 1_000);
         }
         assert_eq!(t.flows(2, 3), 0);
-        assert!(t.congested(2, 3, 0, 2).is_empty());
+        assert!(t.congested(2, 3, 0, false, 2).is_empty());
     }
 }

@@ -11,7 +11,8 @@
 //!   destination ToR, the arrival and departure rates and growth of the queue over
 //!   `rate_window`; while `λ > μ`, `Q ≥ Q_th` fires, at most once per `fcn_gap`.
 //! * **Congested flows** ([`flows`], eq. 3): bytes per (ingress, flow) in the buffer; flows
-//!   above `F_cc = Q >> ⌈log2 fNum⌉`, the largest `flows_per_fcn` named.
+//!   above `F_cc = Q >> ⌈log2 fNum⌉` (every flow with bytes, with `f_cc = false`), the largest
+//!   `flows_per_fcn` named.
 //! * **Target** ([`target`], eq. 4-5): power of two choices among the source ToR's other
 //!   uplinks on `T_path + T_PFC`.
 //! * **FCN**: a 64-byte strict-priority message routed to the source ToR (flow, target,
@@ -111,6 +112,7 @@ pub struct Lbodsn {
     fcn_gap: Time,
     predict: bool,
     flows_per_fcn: u32,
+    f_cc: bool,
     flow_idle: Time,
     u_high: f64,
     fcn_ttl: Time,
@@ -195,6 +197,7 @@ impl Lbodsn {
             fcn_gap: or(cfg.fcn_gap, base_rtt),
             predict: cfg.predict,
             flows_per_fcn: cfg.flows_per_fcn,
+            f_cc: cfg.f_cc,
             flow_idle: cfg.flow_idle,
             u_high: cfg.u_high,
             fcn_ttl: or(cfg.fcn_ttl, Time(10 * base_rtt.ps())),

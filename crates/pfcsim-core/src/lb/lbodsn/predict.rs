@@ -119,7 +119,7 @@ impl Lbodsn {
         }
         let flows = self
             .flows
-            .congested(port, prio, q, self.flows_per_fcn as usize);
+            .congested(port, prio, q, self.f_cc, self.flows_per_fcn as usize);
         if flows.is_empty() {
             return;
         }

@@ -104,7 +104,8 @@ fn feed(
 
 /// Of two flows in one ingress queue, only the one holding 90% of its bytes is named, even
 /// with `flows_per_fcn = 2`; the FCN goes before the queue reaches the XOFF threshold. Fails
-/// without `F_cc` (both named) and without the prediction (no FCN below the threshold).
+/// without `F_cc` (both named, as with `f_cc = false`) and without the prediction (no FCN
+/// below the threshold).
 #[test]
 fn only_the_flow_with_most_of_the_queue_is_named_before_the_pause() {
     let cfg = LbodsnConfig {
@@ -126,6 +127,13 @@ fn only_the_flow_with_most_of_the_queue_is_named_before_the_pause() {
     assert_eq!(sent[0].1, 0);
     assert!(!mmu.is_pausing(2, 3), "the FCN came before the PAUSE");
     assert_eq!(lb.counters.fcns_before_pause, 1);
+    // Without F_cc (the ablation) the same trigger names both flows, A first.
+    let mut lb = Lbodsn::new(&LbodsnConfig { f_cc: false, ..cfg }, &leaf(0));
+    let mut sw = TestSwitch::new(20);
+    let mut mmu = self::mmu();
+    feed(&mut lb, &mut sw, &mut mmu, &mix, 90, Time::from_us(10));
+    let keys: Vec<u32> = fcns(&sw.actions).iter().map(|f| f.0).collect();
+    assert_eq!(keys, [key_a, super::key(4, 0, 9, 100)]);
 }
 
 /// At most one FCN per (port, priority) per `fcn_gap`, however long the queue stays above
