@@ -97,7 +97,10 @@ impl StampsSent {
             return false;
         }
         self.last_sent[i] = Some(now);
-        self.unanswered_since[i].get_or_insert(now);
+        // Send times may come out of order (PLB's `rtt_from = "arrival"`: packets of
+        // different priorities leave in another order than they came): the oldest counts.
+        let since = &mut self.unanswered_since[i];
+        *since = Some(since.map_or(now, |s| s.min(now)));
         true
     }
 

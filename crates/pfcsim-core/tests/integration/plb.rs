@@ -93,6 +93,7 @@ fn bad_plb_keys_are_refused() {
         ("q_bits = 8", "lb.q_bits: 8 is out of range; use 1..=7"),
         ("flow_idle = \"0s\"", "lb.flow_idle"),
         ("kick = \"sometimes\"", "kick"),
+        ("rtt_from = \"host\"", "rtt_from"),
     ] {
         let mut table: toml::Table = FIG2.parse().unwrap();
         let lb = format!("scheme = \"plb\"\n{body}");
@@ -100,4 +101,71 @@ fn bad_plb_keys_are_refused() {
         let e = testing::spec_error(&testing::to_text(&table), "plb.toml");
         assert!(e.contains(expected), "{body}: {e}");
     }
+}
+
+/// Algorithm 1 on a fabric where the budget and the pauses are known in advance. Two leaves,
+/// two spines, 40 Gbps links of 1 us, but the links of spine 0 are `slow` long. f1 (4 MB from
+/// host 0 under leaf 0 to host 4 under leaf 1) is pinned via spine 1. From 400 us an incast
+/// of 3 x 100 KB to host 5 (one flow from host 1 pinned via spine 1, two from hosts 6 and 7
+/// under leaf 1) makes leaf 1 pause spine 1 (static PFC threshold 20 KB); its 300 KB drain
+/// through host 5's link in 60 us, so no pause outlasts about 60 us after 400 us, and each
+/// lasts a few us.
+///
+/// f1's budget is the RTT gap to spine 0's path, which carries no flow and keeps the base RTT
+/// `4 x slow`, against f1's own sample: at most `4 x 1 + 2 x (slow + 1)` us (the echo may come
+/// back over either spine). With `slow` = 100 us the budget is at least 196 us, above any
+/// wait the incast can cause: packets wait (`waits`) and no KICK is sent; `kick = "on_pause"`
+/// kicks on the same run. With `slow` = 1 us the paths are equal, the budget is 0, and the
+/// first packet that meets a pause behind another kicks the path out.
+#[test]
+fn a_pause_within_the_budget_is_waited_out_and_one_beyond_it_kicks() {
+    let spec = |slow: &str, lb: &str| {
+        format!(
+            r#"
+name = "plb-pause-budget"
+seed = 1
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 4
+host_link = {{ rate = "40Gbps", delay = "1us" }}
+fabric_link = {{ rate = "40Gbps", delay = "1us" }}
+overrides = [{{ leaf = 0, spine = 0, delay = "{slow}" }}, {{ leaf = 1, spine = 0, delay = "{slow}" }}]
+[switch]
+buffer = "9MB"
+[switch.pfc]
+enabled = true
+static_threshold = "20KB"
+[cc]
+kind = "dcqcn"
+[lb]
+scheme = "plb"
+{lb}
+[[traffic]]
+kind = "scripted"
+flows = [{{ src = 0, dst = 4, size = "4MB", path = [1] }}]
+[[traffic]]
+kind = "scripted"
+flows = [
+    {{ src = 1, dst = 5, size = "100KB", start = "400us", path = [1] }},
+    {{ src = 6, dst = 5, size = "100KB", start = "400us" }},
+    {{ src = 7, dst = 5, size = "100KB", start = "400us" }},
+]
+"#
+        )
+    };
+    let run = |slow: &str, lb: &str| testing::run_text(&spec(slow, lb), "plb-pause.toml");
+    let covered = run("100us", "");
+    assert_lossless_and_conserved(&covered);
+    assert!(f1(&covered).pfc_wait_total_ps > 0, "f1 meets the pauses");
+    assert!(covered.stats.counter("plb.waits") >= 1);
+    assert_eq!(covered.stats.counter("plb.kick_messages"), 0);
+    assert_eq!(covered.stats.counter("plb.kicks"), 0);
+    let on_pause = run("100us", r#"kick = "on_pause""#);
+    assert!(on_pause.stats.counter("plb.kick_messages") >= 1);
+    let equal = run("1us", "");
+    assert!(f1(&equal).pfc_wait_total_ps > 0, "f1 meets the pauses");
+    assert!(equal.stats.counter("plb.kick_messages") >= 1);
+    assert!(equal.stats.counter("plb.kicks") >= 1);
 }

@@ -21,6 +21,20 @@ pub enum Kick {
     Never,
 }
 
+/// Where a path's RTT starts: what a sample measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RttFrom {
+    /// The stamp's send time is when the packet leaves the source ToR's uplink: the RTT is the
+    /// fabric's, past the decision point's own uplink queue.
+    #[default]
+    Uplink,
+    /// The stamp's send time is when the packet arrived at the source ToR: the RTT also counts
+    /// the wait in the ToR's uplink queue (a path congested at its first hop, as the paper's
+    /// Path1 at P1/L1 in its Fig. 2(c), looks slow).
+    Arrival,
+}
+
 /// PLB parameters (`[lb]` with `scheme = "plb"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -51,6 +65,10 @@ pub struct PlbConfig {
     /// What a pause does (default `budget`, Algorithm 1; `on_pause` and `never` for the
     /// motivation figures).
     pub kick: Kick,
+    /// Where a sample's RTT starts (default `uplink`: as the stamped packet leaves the source
+    /// ToR's uplink; `arrival`: as it arrived at the source ToR, so the RTT counts the uplink
+    /// queue; the paper does not say).
+    pub rtt_from: RttFrom,
     /// Samples older than this are forgotten: the path's RTT is the base RTT again and its
     /// utilization 0 (default 500 us; not in the paper, which does not say how stale samples
     /// end; CONGA's aging). Valid: above 0 and at most 1s.
@@ -79,6 +97,7 @@ impl Default for PlbConfig {
             kick_ttl: Time::ZERO,
             td_scale: 1.0,
             kick: Kick::Budget,
+            rtt_from: RttFrom::Uplink,
             aging: Time::from_us(500),
             t_dre: Time::from_us(50),
             dre_alpha: 0.2,

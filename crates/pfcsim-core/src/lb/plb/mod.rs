@@ -11,7 +11,8 @@
 //!   by a stamp piggybacked on a data packet leaving the uplink (at most one per `rtt_period`
 //!   per path): the destination ToR holds the stamp and returns it on the next packet (data,
 //!   ACK or NACK) it sends towards the source ToR, as RLB does; RTT = return time - send
-//!   time. The utilization is the largest DRE metric along the path ([`crate::lb::dre`], the
+//!   time, the send time being when the packet leaves the uplink or, with `rtt_from =
+//!   "arrival"`, when it arrived at the source ToR (so the uplink's queue counts). The utilization is the largest DRE metric along the path ([`crate::lb::dre`], the
 //!   CE fold of CONGA), with the source ToR's current metric of the uplink. Unanswered stamps,
 //!   aging and the class boundaries are in [`paths`].
 //! * **Classes** (section 3.2): non-congested if `rtt < RTT_low`; congested if `rtt >= RTT_low`
@@ -49,7 +50,7 @@ mod paths;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Kick, PlbConfig};
+pub use config::{Kick, PlbConfig, RttFrom};
 pub use paths::Class;
 
 use super::dre::{fold, PortDres};
@@ -104,6 +105,7 @@ pub struct Plb {
     flow_idle: Time,
     td_scale: f64,
     kick: Kick,
+    rtt_from: RttFrom,
     aging: Time,
     salt: u64,
     tor_of: Vec<u32>,
@@ -193,6 +195,7 @@ impl Plb {
             flow_idle: cfg.flow_idle,
             td_scale: cfg.td_scale,
             kick: cfg.kick,
+            rtt_from: cfg.rtt_from,
             aging: cfg.aging,
             salt: mix64(fabric.node as u64 ^ 0x9_1b00),
             tor_of: fabric.tor_of.clone(),
@@ -378,8 +381,9 @@ impl Plb {
     }
 
     /// At a source ToR's uplink: the PLB header, a stamp if one is due, and a held stamp to
-    /// return if any.
-    fn stamp_out(&mut self, now: Time, port: u16, pkt: &mut Packet, word: &mut u64) {
+    /// return if any. `arrived`: when the packet arrived at this switch (a stamp's send time
+    /// with `rtt_from = "arrival"`).
+    fn stamp_out(&mut self, now: Time, arrived: Time, port: u16, pkt: &mut Packet, word: &mut u64) {
         let up = self.uplink_index[port as usize];
         let Some(t) = self.remote_tor(pkt.dst).filter(|_| up != u8::MAX) else {
             return;
@@ -389,10 +393,14 @@ impl Plb {
             let budget = self.budget_ns(now, t, up);
             pkt.lb.meta = header::pack_meta(budget, up);
             let period = self.rtt_period[t as usize];
-            if carried.stamp.is_none() && self.sent.take_due(t, up, now, period) {
+            let sent = match self.rtt_from {
+                RttFrom::Uplink => now,
+                RttFrom::Arrival => arrived.min(now),
+            };
+            if carried.stamp.is_none() && self.sent.take_due(t, up, sent, period) {
                 let ce = fold(0, self.dres.metric(now.ps(), port));
                 carried.stamp = Some(Stamp {
-                    ts: header::CLOCK.read(now),
+                    ts: header::CLOCK.read(sent),
                     ce,
                 });
                 self.counters.stamps += 1;
@@ -445,7 +453,7 @@ impl SwitchScheme for Plb {
         if pkt.kind != PacketKind::Data {
             // An ACK or NACK from one of this ToR's hosts may carry a held stamp back.
             if self.my_tor.is_some() && self.uplink_index[port as usize] != u8::MAX {
-                self.stamp_out(now, port, pkt, word);
+                self.stamp_out(now, now, port, pkt, word);
             }
             return;
         }
@@ -459,7 +467,7 @@ impl SwitchScheme for Plb {
             self.dres.add(now.ps(), port, pkt.wire_bytes as u64);
         }
         if pkt.hop == 0 && self.uplink_index[port as usize] != u8::MAX {
-            self.stamp_out(now, port, pkt, word);
+            self.stamp_out(now, ctx.arrived, port, pkt, word);
         } else if header::meta_uplink(pkt.lb.meta).is_some() {
             let left = header::meta_budget_ns(pkt.lb.meta).saturating_sub(sojourn_ns as u64);
             pkt.lb.meta = header::with_budget(pkt.lb.meta, left);

@@ -375,3 +375,36 @@ fn a_stamp_goes_out_once_per_period_and_comes_back_as_a_sample() {
     assert!(rtt.ps().abs_diff(US(14).ps()) < 64_000, "{rtt:?}");
     assert_eq!(a.util_metric(US(15), 1, 1), ce as u32);
 }
+
+#[test]
+fn rtt_from_arrival_counts_the_source_tors_uplink_queue() {
+    // A packet arrives at A at 1 us, leaves its uplink at 11 us (10 us queued there) and its
+    // stamp comes back at 15 us: 4 us from the uplink, 14 us from the arrival.
+    for (rtt_from, expected) in [(RttFrom::Uplink, 4), (RttFrom::Arrival, 14)] {
+        let cfg = PlbConfig {
+            rtt_from,
+            ..PlbConfig::default()
+        };
+        let mut a = Plb::new(&cfg, &leaf(4, 0));
+        let mut b = Plb::new(&cfg, &leaf(5, 1));
+        let mut w = TestSwitch::new(4);
+        let mut p = data(0, 2, 1);
+        let mut word = 0;
+        let mut ctx = w.ctx(11_000);
+        ctx.arrived = US(1);
+        a.on_dequeue(&mut ctx, 3, &mut p, &mut word);
+        b.on_arrival(&mut w.ctx(13_000), &p, &mut word);
+        let mut ack = data(2, 0, 1);
+        ack.kind = PacketKind::Ack;
+        let mut back = 0;
+        b.on_dequeue(&mut w.ctx(14_000), 2, &mut ack, &mut back);
+        a.on_arrival(&mut w.ctx(15_000), &ack, &mut back);
+        let rtt = a.rtt(US(15), 1, 1);
+        assert!(
+            rtt.ps().abs_diff(US(expected).ps()) < 64_000,
+            "{rtt_from:?}: {rtt:?}"
+        );
+        // The stamp answered itself: nothing is left overdue to raise the RTT later.
+        assert_eq!(a.sent.unanswered_since(1, 1), None, "{rtt_from:?}");
+    }
+}
