@@ -432,16 +432,27 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
             # Series named by the x field itself: one full-width bar per category.
             alone = _series_fields(request) == [request.x]
             width = 0.8 if alone else 0.8 / max(len(names), 1)
+            colors = _bar_colors(len(names))
             for i, series in enumerate(names):
                 means = chosen[chosen[SERIES] == series].groupby(request.x)[request.y].mean()
                 means = normalized(means, request.normalize)
                 heights = [means.get(c, np.nan) for c in categories]
                 shift = 0 if alone else (i - (len(names) - 1) / 2) * width
-                ax.bar(np.arange(len(categories)) + shift, heights, width=width, label=series)
+                ax.bar(
+                    np.arange(len(categories)) + shift,
+                    heights,
+                    width=width,
+                    label=series,
+                    color=colors[i],
+                )
             ax.set_xticks(np.arange(len(categories)), [str(c) for c in categories])
             if not all(_sort_key(c)[0] == 0 for c in categories):
-                # Text categories (scheme names) are long: slant them so they do not overlap.
+                # Text categories (scheme names) are long: slant them, each ending under its
+                # bar, so that they do not overlap.
                 ax.tick_params(axis="x", labelrotation=30)
+                for label in ax.get_xticklabels():
+                    label.set_horizontalalignment("right")
+                    label.set_rotation_mode("anchor")
             ax.set_xlabel(request.xlabel or _label(request.x, runs))
             ax.grid(True, axis="y", alpha=0.3)
             if len(names) <= BARS_LEGEND_INSIDE:
@@ -464,6 +475,16 @@ def _generic(_store: Store, runs: pd.DataFrame, request: FigureRequest) -> Figur
 
 #: The most bar series whose legend is drawn inside the panel.
 BARS_LEGEND_INSIDE = 4
+
+
+def _bar_colors(count: int) -> list[Any]:
+    """A colour per bar series: the ten default colours, or twenty past ten series."""
+    import matplotlib
+
+    if count <= 10:
+        return [f"C{i}" for i in range(count)]
+    palette = matplotlib.colormaps["tab20"]
+    return [palette(i % 20) for i in range(count)]
 
 
 def normalized(values: pd.Series, how: str | None) -> pd.Series:
