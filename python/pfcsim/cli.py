@@ -321,8 +321,7 @@ def _plot(args: argparse.Namespace) -> None:
             raise ValueError(f"--where {item}: expected FIELD=VALUE")
         where.append((field, value))
     out = args.out if args.out is not None else store.path / "plots"
-    standard = [k for k in plots.KINDS if k not in ("lines", "bars", *plots.RUN_KINDS)]
-    for kind in args.kind or standard:
+    for kind in args.kind or plots.STANDARD_KINDS:
         request = plots.FigureRequest(
             kind,
             series=args.series,

@@ -72,6 +72,9 @@ RUN_KINDS = {
     "util": ("link_util", "utilization", ("utilization", "tx_bytes")),
 }
 
+#: The figures `pfcsim plot` draws for a store when no kind is named (and the report's).
+STANDARD_KINDS = ("fct-cdf", "vs-load", "buckets", "pause")
+
 #: Most series (or timeline rows) drawn in one panel: the largest ones are kept.
 MAX_SERIES = 12
 

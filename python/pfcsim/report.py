@@ -7,7 +7,7 @@ shows, in order:
   the experiment (title, source, notes, whether it is the quick variant), its claims next to
   our numbers (paper / ours / ours over paper / note) and its figures;
 * what was run: the store, its runs and failed points, the swept fields with their values;
-* the standard figures of `pfcsim plot` (`STANDARD_KINDS`): series by scheme (and the inner
+* the standard figures of `pfcsim plot` (`plots.STANDARD_KINDS`): series by scheme (and the inner
   scheme of a wrapper), the load on the x axis (or the first other swept field if the runs
   have no load), one set of figures per combination of the other swept fields when there are
   at most `MAX_GROUPS` of them (more are pooled, as `pfcsim plot` does, and the caption says
@@ -58,8 +58,6 @@ if TYPE_CHECKING:
 REPRODUCTION_FILE = "reproduction.json"
 #: The report's default file name, in the store.
 REPORT_FILE = "report.html"
-#: The figures `pfcsim plot` draws by default for a store.
-STANDARD_KINDS = ("fct-cdf", "vs-load", "buckets", "pause")
 #: Most combinations of the other swept fields drawn as separate sets of standard figures.
 MAX_GROUPS = 4
 #: Metrics shown in the runs table (those the runs have), after the swept fields.
@@ -246,7 +244,7 @@ def standard_requests(runs: pd.DataFrame, axes: list[str]) -> list[tuple[str, pl
         else:
             pooled = f" (pooled over {', '.join(others)}: {len(found)} combinations)"
     requests = []
-    for where, kind in itertools.product(groups, STANDARD_KINDS):
+    for where, kind in itertools.product(groups, plots.STANDARD_KINDS):
         condition = ", ".join(f"{field} = {value}" for field, value in where)
         caption = f"{kind}: {plots.KINDS[kind]}" + (f"; {condition}" if condition else pooled)
         requests.append(

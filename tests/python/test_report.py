@@ -17,7 +17,6 @@ from conftest import TINY_TOML
 from pfcsim import interactive, plots, reproduce
 from pfcsim.report import (
     REPRODUCTION_FILE,
-    STANDARD_KINDS,
     _converted,
     _monitor_figures,
     standard_requests,
@@ -119,7 +118,7 @@ def test_the_report_loads_draws_its_figures_and_sorts_its_runs_in_chromium(
         assert screenshot[:8] == b"\x89PNG\r\n\x1a\n"
         # Every standard figure and both monitor figures, all interactive and drawn.
         captions = [f[0] for f in figures]
-        for kind in (*STANDARD_KINDS, "queue", "pfc-timeline"):
+        for kind in (*plots.STANDARD_KINDS, "queue", "pfc-timeline"):
             assert any(c.startswith(f"{kind}:") for c in captions), (kind, captions)
         assert all(f[1] == "interactive" for f in figures), figures
         assert all(f[2] > DRAWN for f in figures), figures
@@ -254,7 +253,7 @@ def test_the_standard_figures_pick_series_x_and_groups_from_the_swept_fields() -
     )
     axes = ["scheme", "lb.inner.scheme", "lb.table_size", "lb.granularity", "workload", "load"]
     requests = standard_requests(runs, axes)
-    assert [r.kind for _, r in requests] == [*STANDARD_KINDS] * 2
+    assert [r.kind for _, r in requests] == [*plots.STANDARD_KINDS] * 2
     assert {r.series for _, r in requests} == {("scheme", "lb.inner.scheme", "lb.granularity")}
     assert {r.x for _, r in requests} == {"load"}
     assert [r.where for _, r in requests[::4]] == [
@@ -270,7 +269,7 @@ def test_the_standard_figures_pick_series_x_and_groups_from_the_swept_fields() -
     # More combinations of the other fields than MAX_GROUPS: pooled, and said so.
     many = runs.assign(workload=[f"w{i // 4}" for i in range(20)])
     pooled = standard_requests(many, axes)
-    assert len(pooled) == len(STANDARD_KINDS)
+    assert len(pooled) == len(plots.STANDARD_KINDS)
     assert all(r.where == () for _, r in pooled)
     assert pooled[0][0].endswith("(pooled over workload: 5 combinations)")
 
