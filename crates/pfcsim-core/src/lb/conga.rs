@@ -30,8 +30,7 @@
 
 use super::dre::PortDres;
 use super::{
-    flow_hash, Capabilities, Ingress, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme,
-    NO_TOR,
+    flow_hash, Capabilities, Ingress, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
 };
 use crate::check::{check_positive_time, check_range};
 use crate::engine::mix64;
@@ -389,7 +388,12 @@ impl Conga {
     /// One feedback entry for leaf `tor`: round robin over its From-Leaf entries, preferring
     /// those changed since they were last fed back (the paper, ns3-load-balance), or with
     /// `feedback = "random"` one of the fresh entries uniformly (conweave-ns3).
-    fn pick_feedback(&mut self, rng: &mut crate::engine::Rng, now: u64, tor: u32) -> Option<(u8, u8)> {
+    fn pick_feedback(
+        &mut self,
+        rng: &mut crate::engine::Rng,
+        now: u64,
+        tor: u32,
+    ) -> Option<(u8, u8)> {
         if tor == NO_TOR || self.width == 0 {
             return None;
         }

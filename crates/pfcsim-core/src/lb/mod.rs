@@ -609,10 +609,7 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
 /// preset that the table does not set is added with the preset's value (keys written in the
 /// table win), and `preset` itself is removed, so the resolved spec lists the values. The
 /// error names the key and the valid presets.
-pub fn expand_preset(
-    scheme: &str,
-    table: &mut toml::Table,
-) -> Result<(), (&'static str, String)> {
+pub fn expand_preset(scheme: &str, table: &mut toml::Table) -> Result<(), (&'static str, String)> {
     let Some(value) = table.remove("preset") else {
         return Ok(());
     };
@@ -857,7 +854,10 @@ mod preset_tests {
         };
         assert_eq!(conga, LbConfig::Conga(expected));
         let text = toml::to_string(&conga).unwrap();
-        assert!(!text.contains("preset") && text.contains("timing = \"arrival\""), "{text}");
+        assert!(
+            !text.contains("preset") && text.contains("timing = \"arrival\""),
+            "{text}"
+        );
         assert_eq!(lb(&text).unwrap(), conga);
         let letflow = lb("scheme = \"letflow\"\npreset = \"conweave-ns3\"").unwrap();
         let expected = LetFlowConfig {
@@ -876,7 +876,8 @@ mod preset_tests {
         let unknown = lb("scheme = \"conga\"\npreset = \"ns3\"").unwrap_err();
         assert!(
             unknown.contains("preset")
-                && unknown.ends_with("\"ns3\" is not a preset of \"conga\"; use one of \"conweave-ns3\""),
+                && unknown
+                    .ends_with("\"ns3\" is not a preset of \"conga\"; use one of \"conweave-ns3\""),
             "{unknown}"
         );
         let none = lb("scheme = \"ecmp\"\npreset = \"conweave-ns3\"").unwrap_err();
@@ -885,6 +886,9 @@ mod preset_tests {
             "{none}"
         );
         let number = lb("scheme = \"letflow\"\npreset = 3").unwrap_err();
-        assert!(number.ends_with("3 is not a preset name; use one of \"conweave-ns3\""), "{number}");
+        assert!(
+            number.ends_with("3 is not a preset name; use one of \"conweave-ns3\""),
+            "{number}"
+        );
     }
 }
