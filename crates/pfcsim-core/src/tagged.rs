@@ -165,13 +165,17 @@ pub(crate) fn join(outer: &str, inner: &str) -> String {
     }
 }
 
+/// Rewrites the table of a variant before it is read (see [`internally_tagged!`]): given the
+/// tag's value and the rest of the table; the error is `(key, message)`.
+pub(crate) type Expand = fn(&str, &mut toml::Table) -> Result<(), (&'static str, String)>;
+
 /// Reads an internally tagged table: `external` is the enum's externally tagged deserializer,
 /// given the table split into its tag and the rest, after `expand` (given the tag's value, if
 /// a string, and the rest) had its say.
 pub(crate) fn deserialize<'de, D, T>(
     deserializer: D,
     tag: &'static str,
-    expand: fn(&str, &mut toml::Table) -> Result<(), (&'static str, String)>,
+    expand: Expand,
     external: impl FnOnce(Table) -> Result<T, toml::de::Error>,
 ) -> Result<T, D::Error>
 where
