@@ -25,8 +25,12 @@
 //! header bytes (the fields ride in `LbHeader`, which costs no wire bytes), CONGA in more than
 //! two tiers (in a fat-tree the edge switch chooses its uplink and the upper tiers hash),
 //! spines' DRE counting control packets (DREs count data packets only, as conweave-ns3).
-//! Parameter defaults follow conweave-ns3, the RDMA reference; `docs/schemes/conga.md`
-//! compares the sources.
+//! Parameter defaults follow conweave-ns3, the RDMA reference; its implementation choices are
+//! options (defaults: the paper's): a sampling window that does not wrap (`sample_window`),
+//! random feedback entries (`feedback`), aging by a periodic sweep (`aging_sweep`), and every
+//! step done as the packet is routed on arrival instead of as it leaves (`timing`, through
+//! `on_ingress`; LBTag then rides in `meta`). `[lb] preset = "conweave-ns3"` sets them all;
+//! `docs/schemes/conga.md` compares the sources.
 
 use super::dre::PortDres;
 use super::{
