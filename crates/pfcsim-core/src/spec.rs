@@ -549,6 +549,24 @@ mod tests {
             let resolved = spec.resolved_toml();
             assert_eq!(Spec::from_toml(&resolved, "r.toml").unwrap(), spec);
         }
+        // A preset: located at its key, named with the valid ones; expanded in the resolved
+        // spec, which reads back to the same spec.
+        let e = error_of(&with_lb("scheme = \"conga\"\npreset = \"ns3\""));
+        assert!(
+            e.starts_with("s.toml (line ")
+                && e.ends_with(
+                    "): lb.preset: \"ns3\" is not a preset of \"conga\"; use one of \"conweave-ns3\""
+                ),
+            "{e}"
+        );
+        let spec = Spec::from_toml(
+            &with_lb("scheme = \"conga\"\npreset = \"conweave-ns3\""),
+            "s.toml",
+        )
+        .unwrap();
+        let resolved = spec.resolved_toml();
+        assert!(resolved.contains("timing = \"arrival\"") && !resolved.contains("preset"));
+        assert_eq!(Spec::from_toml(&resolved, "r.toml").unwrap(), spec);
     }
 
     #[test]

@@ -32,8 +32,14 @@ const MARK: char = '\u{1}';
 /// Implements `Serialize` and `Deserialize` of an enum, written with the tag `$tag` as a key
 /// of the variant's own table, from its externally tagged inherent functions (the enum has
 /// `#[serde(remote = "Self", rename_all = "snake_case")]`).
+///
+/// With a third argument, `expand(variant, table)` may rewrite the variant's table before it
+/// is read (`[lb]`'s `preset`, [`crate::lb::expand_preset`]); its error is `(key, message)`.
 macro_rules! internally_tagged {
     ($ty:ty, $tag:literal) => {
+        $crate::tagged::internally_tagged!($ty, $tag, |_, _| Ok(()));
+    };
+    ($ty:ty, $tag:literal, $expand:expr) => {
         impl serde::Serialize for $ty {
             fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 $crate::tagged::serialize(serializer, $tag, |outer| <$ty>::serialize(self, outer))
@@ -41,7 +47,9 @@ macro_rules! internally_tagged {
         }
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                $crate::tagged::deserialize(deserializer, $tag, |table| <$ty>::deserialize(table))
+                $crate::tagged::deserialize(deserializer, $tag, $expand, |table| {
+                    <$ty>::deserialize(table)
+                })
             }
         }
     };
@@ -157,11 +165,17 @@ pub(crate) fn join(outer: &str, inner: &str) -> String {
     }
 }
 
+/// Rewrites the table of a variant before it is read (see [`internally_tagged!`]): given the
+/// tag's value and the rest of the table; the error is `(key, message)`.
+pub(crate) type Expand = fn(&str, &mut toml::Table) -> Result<(), (&'static str, String)>;
+
 /// Reads an internally tagged table: `external` is the enum's externally tagged deserializer,
-/// given the table split into its tag and the rest.
+/// given the table split into its tag and the rest, after `expand` (given the tag's value, if
+/// a string, and the rest) had its say.
 pub(crate) fn deserialize<'de, D, T>(
     deserializer: D,
     tag: &'static str,
+    expand: Expand,
     external: impl FnOnce(Table) -> Result<T, toml::de::Error>,
 ) -> Result<T, D::Error>
 where
@@ -183,6 +197,11 @@ where
     let Some((variant, tag_offset)) = variant else {
         return Err(de::Error::missing_field(tag));
     };
+    if let Value::String(name) = &variant {
+        if let Err((key, message)) = expand(name, &mut rest) {
+            return Err(located(key, offsets.get(key).copied(), message));
+        }
+    }
     let table = Table {
         tag,
         variant,

@@ -25,12 +25,16 @@
 //! header bytes (the fields ride in `LbHeader`, which costs no wire bytes), CONGA in more than
 //! two tiers (in a fat-tree the edge switch chooses its uplink and the upper tiers hash),
 //! spines' DRE counting control packets (DREs count data packets only, as conweave-ns3).
-//! Parameter defaults follow conweave-ns3, the RDMA reference; `docs/schemes/conga.md`
-//! compares the sources.
+//! Parameter defaults follow conweave-ns3, the RDMA reference; its implementation choices are
+//! options (defaults: the paper's): a sampling window that does not wrap (`sample_window`),
+//! random feedback entries (`feedback`), aging by a periodic sweep (`aging_sweep`), and every
+//! step done as the packet is routed on arrival instead of as it leaves (`timing`, through
+//! `on_ingress`; LBTag then rides in `meta`). `[lb] preset = "conweave-ns3"` sets them all;
+//! `docs/schemes/conga.md` compares the sources.
 
 use super::dre::PortDres;
 use super::{
-    flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
+    flow_hash, Capabilities, Ingress, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
 };
 use crate::check::{check_positive_time, check_range};
 use crate::engine::mix64;
@@ -39,6 +43,22 @@ use crate::units::Time;
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 use std::ops::Bound::{Excluded, Included};
+
+/// `[lb] preset = "conweave-ns3"`: CONGA as the RDMA reference simulator runs it
+/// (`conga-routing.cc`, `network-load-balance.cc` at 100 Gbps; `docs/schemes/conga.md`).
+pub const PRESET_CONWEAVE_NS3: &str = r#"
+t_dre = "50us"
+alpha = 0.2
+q_bits = 3
+flowlet_timeout = "100us"
+aging = "500us"
+sampled_paths = 4
+feedback_on_acks = false
+sample_window = "no_wrap"
+feedback = "random"
+aging_sweep = true
+timing = "arrival"
+"#;
 
 /// CONGA parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -71,6 +91,59 @@ pub struct CongaConfig {
     /// Entries of the source leaf's flowlet table (default 65,536, the table size of the CONGA
     /// hardware design; the simulators use unbounded maps). Valid: 1..=16,777,216.
     pub table_size: u32,
+    /// Where the window of `sampled_paths` candidates may start (default `wrap`: anywhere,
+    /// wrapping around, so every candidate is sampled equally often; `no_wrap`: only where the
+    /// window fits without wrapping, as conweave-ns3's `GetBestPath`, which samples the middle
+    /// candidates more often than the first and last).
+    pub sample_window: SampleWindow,
+    /// How the destination leaf picks the From-Leaf entry it feeds back on a packet (default
+    /// `round_robin`, preferring entries changed since last fed back, as the paper and
+    /// ns3-load-balance; `random`: uniformly among the fresh entries, as conweave-ns3).
+    pub feedback: FeedbackChoice,
+    /// Age the remote tables by a sweep every `aging` (at multiples of `aging` since time
+    /// zero), as both reference simulators do, instead of continuously (default false): an
+    /// entry then lasts until the first sweep more than `aging` after its last write, i.e.
+    /// between `aging` and twice `aging`.
+    pub aging_sweep: bool,
+    /// When a switch measures and stamps a data packet (default `dequeue`: as the packet leaves
+    /// the egress, so the DRE counts bytes sent, as the paper's hardware does; `arrival`: when
+    /// the packet is routed at its arrival, as conweave-ns3, so the DRE counts bytes routed to
+    /// the egress, queued ones included, and the destination leaf reads the packet before its
+    /// last queue).
+    pub timing: CongaTiming,
+}
+
+/// Where a window of sampled candidates may start (see [`CongaConfig::sample_window`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleWindow {
+    /// Anywhere among the candidates, wrapping around: uniform.
+    #[default]
+    Wrap,
+    /// Only where the window fits without wrapping (conweave-ns3).
+    NoWrap,
+}
+
+/// How a destination leaf picks the feedback entry (see [`CongaConfig::feedback`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeedbackChoice {
+    /// Round robin, entries changed since last fed back first (paper, ns3-load-balance).
+    #[default]
+    RoundRobin,
+    /// Uniformly at random among the fresh entries (conweave-ns3).
+    Random,
+}
+
+/// When CONGA measures and stamps a data packet at a switch (see [`CongaConfig::timing`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CongaTiming {
+    /// As the packet leaves the egress queue (paper).
+    #[default]
+    Dequeue,
+    /// As the packet is routed on arrival (conweave-ns3).
+    Arrival,
 }
 
 impl Default for CongaConfig {
@@ -84,6 +157,10 @@ impl Default for CongaConfig {
             sampled_paths: 4,
             feedback_on_acks: false,
             table_size: 65_536,
+            sample_window: SampleWindow::Wrap,
+            feedback: FeedbackChoice::RoundRobin,
+            aging_sweep: false,
+            timing: CongaTiming::Dequeue,
         }
     }
 }
@@ -107,9 +184,11 @@ impl SchemeConfig for CongaConfig {
     }
 
     fn capabilities(&self) -> Capabilities {
+        let arrival = self.timing == CongaTiming::Arrival;
         Capabilities {
             fabric: true,
-            dequeue: true,
+            dequeue: !arrival,
+            ingress: arrival,
             acks: self.feedback_on_acks,
             ..Capabilities::default()
         }
@@ -121,8 +200,11 @@ impl SchemeConfig for CongaConfig {
 }
 
 // `LbHeader.meta` of a data packet: bits 0..8 CE, 8..16 FB_Metric, 16..24 FB_LBTag + 1
-// (0: no feedback). ACKs carrying feedback use the same layout with CE = 0.
+// (0: no feedback); with `timing = "arrival"` also bits 24..32 LBTag + 1 (with `dequeue`
+// LBTag rides in byte 0 of `path_tag`). ACKs carrying feedback use the same layout with
+// CE = 0.
 const CE_MASK: u32 = 0xff;
+const TAG_SHIFT: u32 = 24;
 
 /// Packs CE and an optional feedback entry (LBTag, metric) into `meta`.
 pub fn pack_meta(ce: u8, feedback: Option<(u8, u8)>) -> u32 {
@@ -165,12 +247,21 @@ pub struct Conga {
     timeout: u64,
     aging: u64,
     sampled: usize,
+    /// `sample_window = "no_wrap"`.
+    no_wrap: bool,
+    /// `feedback = "random"`.
+    random_feedback: bool,
+    aging_sweep: bool,
+    /// `timing = "arrival"`.
+    arrival: bool,
     salt: u64,
     tor_of: Vec<u32>,
     my_tor: Option<u32>,
     port_dir: Vec<PortDir>,
     /// Per local port: its index among the uplinks (`u8::MAX`: not an uplink).
     up_index: Vec<u8>,
+    /// Per uplink index: its local port.
+    up_port: Vec<u16>,
     /// Uplinks of this leaf (entries per leaf in the remote tables).
     width: usize,
     /// The DRE of each local port.
@@ -191,13 +282,14 @@ impl Conga {
             panic!("invalid [lb] config: {e}");
         }
         let mut up_index = vec![u8::MAX; fabric.port_dir.len()];
-        let mut width = 0;
+        let mut up_port = Vec::new();
         for (i, d) in fabric.port_dir.iter().enumerate() {
-            if *d == PortDir::Up && width < u8::MAX as usize - 1 {
-                up_index[i] = width as u8;
-                width += 1;
+            if *d == PortDir::Up && up_port.len() < u8::MAX as usize - 1 {
+                up_index[i] = up_port.len() as u8;
+                up_port.push(i as u16);
             }
         }
+        let width = up_port.len();
         let is_leaf = fabric.my_tor.is_some();
         let tables = if is_leaf {
             fabric.tors as usize * width
@@ -208,11 +300,16 @@ impl Conga {
             timeout: cfg.flowlet_timeout.ps(),
             aging: cfg.aging.ps(),
             sampled: cfg.sampled_paths as usize,
+            no_wrap: cfg.sample_window == SampleWindow::NoWrap,
+            random_feedback: cfg.feedback == FeedbackChoice::Random,
+            aging_sweep: cfg.aging_sweep,
+            arrival: cfg.timing == CongaTiming::Arrival,
             salt: mix64(fabric.node as u64 ^ 0xc0a9_a000),
             tor_of: fabric.tor_of.clone(),
             my_tor: fabric.my_tor,
             port_dir: fabric.port_dir.clone(),
             up_index,
+            up_port,
             width,
             dres: PortDres::new(cfg.t_dre, cfg.alpha, cfg.q_bits, &fabric.port_rate_bps),
             to_leaf: vec![NEVER; tables],
@@ -231,9 +328,16 @@ impl Conga {
         self.tor_of.get(node as usize).copied().unwrap_or(NO_TOR)
     }
 
+    /// Whether a remote entry still counts at `now`: written within `aging`, or, with
+    /// `aging_sweep`, not yet older than `aging` at the last sweep (the multiples of `aging`).
     #[inline]
     fn fresh(&self, r: &Remote, now: u64) -> bool {
-        r.stamp != u64::MAX && now.saturating_sub(r.stamp) <= self.aging
+        let checked = if self.aging_sweep {
+            now / self.aging * self.aging
+        } else {
+            now
+        };
+        r.stamp != u64::MAX && checked.saturating_sub(r.stamp) <= self.aging
     }
 
     /// Quantized congestion metric of local egress `port` at `now`.
@@ -259,11 +363,16 @@ impl Conga {
     }
 
     /// The candidate with the least path metric among a window of `sampled` consecutive
-    /// candidates from a random offset (all if there are no more); ties at random.
+    /// candidates from a random offset (all if there are no more); ties at random. The window
+    /// wraps around the candidates, or with `no_wrap` starts only where it fits.
     fn least_congested(&mut self, ctx: &mut LbCtx, dst_tor: u32, candidates: &[u16]) -> u16 {
         let n = candidates.len();
         let k = self.sampled.min(n);
-        let start = if k < n { ctx.rng.gen_range(0..n) } else { 0 };
+        let start = match (k < n, self.no_wrap) {
+            (false, _) => 0,
+            (true, false) => ctx.rng.gen_range(0..n),
+            (true, true) => ctx.rng.gen_range(0..=n - k),
+        };
         let (mut best, mut ties, mut choice) = (u32::MAX, 0u32, candidates[start]);
         for i in 0..k {
             let port = candidates[(start + i) % n];
@@ -281,12 +390,27 @@ impl Conga {
     }
 
     /// One feedback entry for leaf `tor`: round robin over its From-Leaf entries, preferring
-    /// those changed since they were last fed back (the paper, ns3-load-balance).
-    fn pick_feedback(&mut self, now: u64, tor: u32) -> Option<(u8, u8)> {
+    /// those changed since they were last fed back (the paper, ns3-load-balance), or with
+    /// `feedback = "random"` one of the fresh entries uniformly (conweave-ns3).
+    fn pick_feedback(
+        &mut self,
+        rng: &mut crate::engine::Rng,
+        now: u64,
+        tor: u32,
+    ) -> Option<(u8, u8)> {
         if tor == NO_TOR || self.width == 0 {
             return None;
         }
         let base = tor as usize * self.width;
+        if self.random_feedback {
+            let fresh = |tag: &usize| self.fresh(&self.from_leaf[base + tag], now);
+            let count = (0..self.width).filter(fresh).count();
+            if count == 0 {
+                return None;
+            }
+            let tag = (0..self.width).filter(fresh).nth(rng.gen_range(0..count))?;
+            return Some((tag as u8, self.from_leaf[base + tag].metric));
+        }
         let start = self.fb_next[tor as usize] as usize;
         let mut any = None;
         let mut pick = None;
@@ -320,14 +444,16 @@ impl Conga {
     }
 }
 
-impl SwitchScheme for Conga {
+impl Conga {
+    /// The egress of a data packet at a switch that is not its source leaf: a hash.
     #[inline]
-    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
-        let dst_tor = self.tor(pkt.dst);
-        if self.my_tor.is_none() || dst_tor == NO_TOR || self.width == 0 {
-            // Not a source leaf (a spine, or an upper tier of a fat-tree): hash.
-            return candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize];
-        }
+    fn hashed(&self, pkt: &Packet, candidates: &[u16]) -> u16 {
+        candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize]
+    }
+
+    /// The source leaf's flowlet decision towards leaf `dst_tor`: the flowlet's port if the
+    /// packet continues one, else the least congested candidate; the entry is refreshed.
+    fn decide(&mut self, ctx: &mut LbCtx, pkt: &Packet, dst_tor: u32, candidates: &[u16]) -> u16 {
         let now = ctx.now.ps();
         let slot = (flow_hash(pkt, self.salt) % self.flowlets.len() as u64) as usize;
         let entry = self.flowlets[slot];
@@ -340,6 +466,78 @@ impl SwitchScheme for Conga {
             };
         self.flowlets[slot] = now as u128 | ((port as u128 + 1) << 64);
         port
+    }
+
+    /// The destination leaf reads a data packet that crossed the fabric from leaf `src_tor`
+    /// on its path `tag` (LBTag + 1, 0 if none): CE into Congestion-From-Leaf, the feedback
+    /// it carries into Congestion-To-Leaf.
+    fn receive(&mut self, now: u64, src_tor: u32, tag: usize, meta: u32) {
+        if src_tor != NO_TOR && tag != 0 && tag <= self.width {
+            self.from_leaf[src_tor as usize * self.width + tag - 1] = Remote {
+                metric: meta_ce(meta),
+                changed: true,
+                stamp: now,
+            };
+        }
+        if let Some(fb) = meta_feedback(meta) {
+            self.store_feedback(now, src_tor, fb);
+        }
+    }
+}
+
+impl SwitchScheme for Conga {
+    #[inline]
+    fn choose(&mut self, ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
+        let dst_tor = self.tor(pkt.dst);
+        if self.my_tor.is_none() || dst_tor == NO_TOR || self.width == 0 {
+            // Not a source leaf (a spine, or an upper tier of a fat-tree): hash.
+            return self.hashed(pkt, candidates);
+        }
+        // With `timing = "arrival"` the decision was taken in `on_ingress`.
+        let tag = pkt.lb.meta >> TAG_SHIFT;
+        if self.arrival && pkt.hop == 0 && tag != 0 {
+            let port = self.up_port[tag as usize - 1];
+            if candidates.contains(&port) {
+                return port;
+            }
+        }
+        self.decide(ctx, pkt, dst_tor, candidates)
+    }
+
+    /// With `timing = "arrival"` (conweave-ns3), all of CONGA's work on a data packet happens
+    /// as it is routed: the source leaf decides, counts the packet in the uplink's DRE and
+    /// stamps LBTag, CE and feedback; a later fabric hop counts it in its egress's DRE and
+    /// folds CE; the destination leaf reads it.
+    fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
+        let now = ctx.now.ps();
+        if self.my_tor.is_some() && pkt.hop == 0 {
+            let dst_tor = self.tor(pkt.dst);
+            if dst_tor == NO_TOR || Some(dst_tor) == self.my_tor || self.width == 0 {
+                return Ingress::Forward;
+            }
+            let port = self.decide(ctx, pkt, dst_tor, candidates);
+            let up = self.up_index[port as usize];
+            if up != u8::MAX {
+                self.dres.add(now, port, pkt.wire_bytes as u64);
+                let q = self.local_metric(now, port).min(255) as u8;
+                let fb = self.pick_feedback(ctx.rng, now, dst_tor);
+                pkt.lb.meta = pack_meta(q, fb) | (up as u32 + 1) << TAG_SHIFT;
+            }
+        } else if self.my_tor.is_some() {
+            let tag = (pkt.lb.meta >> TAG_SHIFT) as usize;
+            self.receive(now, self.tor(pkt.src), tag, pkt.lb.meta);
+        } else {
+            let port = self.hashed(pkt, candidates);
+            if matches!(
+                self.port_dir[port as usize],
+                PortDir::Up | PortDir::Down | PortDir::Flat
+            ) {
+                self.dres.add(now, port, pkt.wire_bytes as u64);
+                let ce = meta_ce(pkt.lb.meta).max(self.local_metric(now, port).min(255) as u8);
+                pkt.lb.meta = (pkt.lb.meta & !CE_MASK) | ce as u32;
+            }
+        }
+        Ingress::Forward
     }
 
     /// `dre_metric`: per switch-facing egress `port` (key), the quantized congestion metric of
@@ -388,7 +586,7 @@ impl SwitchScheme for Conga {
                 let up = self.up_index[port as usize];
                 if leaf && pkt.hop == 0 && up != u8::MAX {
                     // Source leaf: LBTag, CE and one feedback entry for the destination leaf.
-                    let fb = self.pick_feedback(now, self.tor(pkt.dst));
+                    let fb = self.pick_feedback(ctx.rng, now, self.tor(pkt.dst));
                     pkt.lb.meta = pack_meta(q, fb);
                     pkt.lb.path_tag = (pkt.lb.path_tag & !0xff) | (up as u32 + 1);
                 } else {
@@ -398,21 +596,11 @@ impl SwitchScheme for Conga {
             }
             (PacketKind::Data, PortDir::Host) if leaf && pkt.hop > 0 => {
                 // Destination leaf: the packet crossed the fabric.
-                let src_tor = self.tor(pkt.src);
                 let tag = (pkt.lb.path_tag & 0xff) as usize;
-                if src_tor != NO_TOR && tag != 0 && tag <= self.width {
-                    self.from_leaf[src_tor as usize * self.width + tag - 1] = Remote {
-                        metric: meta_ce(pkt.lb.meta),
-                        changed: true,
-                        stamp: now,
-                    };
-                }
-                if let Some(fb) = meta_feedback(pkt.lb.meta) {
-                    self.store_feedback(now, src_tor, fb);
-                }
+                self.receive(now, self.tor(pkt.src), tag, pkt.lb.meta);
             }
             (PacketKind::Ack | PacketKind::Nack, PortDir::Up) if leaf => {
-                let fb = self.pick_feedback(now, self.tor(pkt.dst));
+                let fb = self.pick_feedback(ctx.rng, now, self.tor(pkt.dst));
                 pkt.lb.meta = pack_meta(0, fb);
             }
             (PacketKind::Ack | PacketKind::Nack, PortDir::Host) if leaf => {
@@ -610,6 +798,148 @@ mod tests {
         b.on_dequeue(&mut w.ctx(20), 0, &mut p, &mut 0);
         assert_eq!(fb(&mut b, &mut w), Some((1, 7)));
         assert_eq!(fb(&mut b, &mut w), Some((3, 4)));
+    }
+
+    /// A leaf with eight uplinks (ports 2..10) and two hosts, ToR 0 of two.
+    fn wide_leaf(node: u32, my_tor: u32) -> LbFabric {
+        let mut f = leaf_fabric(node, my_tor);
+        f.port_dir = [vec![PortDir::Host; 2], vec![PortDir::Up; 8]].concat();
+        f.port_rate_bps = vec![100_000_000_000; 10];
+        f
+    }
+
+    #[test]
+    fn a_window_that_does_not_wrap_favours_the_middle_candidates() {
+        // All paths idle: a new flowlet takes a random one of its window of 4. Wrapping
+        // windows pick each of 8 candidates with probability 1/8; windows starting only at
+        // 0..=4 (conweave-ns3) pick the first with 1/20 and the fourth with 1/5.
+        let counts = |window| {
+            let cfg = CongaConfig {
+                sample_window: window,
+                ..Default::default()
+            };
+            let mut a = Conga::new(&cfg, &wide_leaf(4, 0));
+            let mut w = TestSwitch::new(0);
+            let cands: Vec<u16> = (2..10).collect();
+            let mut counts = [0u32; 10];
+            for s in 0..4000 {
+                counts[a.choose(&mut w.ctx(0), &data(0, 2, s), &cands) as usize] += 1;
+            }
+            counts
+        };
+        let wrap = counts(SampleWindow::Wrap);
+        assert!(wrap[2..].iter().all(|c| (400..600).contains(c)), "{wrap:?}");
+        let no_wrap = counts(SampleWindow::NoWrap);
+        for (port, expected) in [(2, 200), (3, 400), (4, 600), (5, 800), (6, 800), (9, 200)] {
+            let c = no_wrap[port] as i32;
+            assert!((c - expected).abs() < 100, "port {port}: {no_wrap:?}");
+        }
+    }
+
+    #[test]
+    fn random_feedback_draws_among_fresh_entries() {
+        let cfg = CongaConfig {
+            feedback: FeedbackChoice::Random,
+            ..Default::default()
+        };
+        let mut b = Conga::new(&cfg, &leaf_fabric(5, 1));
+        let mut w = TestSwitch::new(0);
+        let record = |b: &mut Conga, w: &mut TestSwitch, tag: u32, ce: u8, t: u64| {
+            let mut p = data(0, 2, 1);
+            (p.lb.path_tag, p.lb.meta, p.hop) = (tag + 1, pack_meta(ce, None), 2);
+            b.on_dequeue(&mut w.ctx(t), 0, &mut p, &mut 0);
+        };
+        record(&mut b, &mut w, 1, 3, 0);
+        record(&mut b, &mut w, 3, 4, 0);
+        // At 400 us the entries of tags 1 and 3 are fresh: round robin would alternate them;
+        // random draws repeat one about every other time.
+        let picks: Vec<_> = (0..200)
+            .map(|_| {
+                let mut r = data(2, 0, 9);
+                b.on_dequeue(&mut w.ctx(400_000), 2, &mut r, &mut 0);
+                meta_feedback(r.lb.meta).unwrap()
+            })
+            .collect();
+        let ones = picks.iter().filter(|f| **f == (1, 3)).count();
+        assert!((70..130).contains(&ones), "{picks:?}");
+        assert!(picks.iter().all(|f| *f == (1, 3) || *f == (3, 4)));
+        assert!(picks.windows(2).filter(|w| w[0] == w[1]).count() > 60);
+        // At 700 us those two have aged out: only tag 0 (written at 600 us) is fed back.
+        record(&mut b, &mut w, 0, 5, 600_000);
+        let mut r = data(2, 0, 9);
+        b.on_dequeue(&mut w.ctx(700_000), 2, &mut r, &mut 0);
+        assert_eq!(meta_feedback(r.lb.meta), Some((0, 5)));
+    }
+
+    #[test]
+    fn an_aging_sweep_keeps_entries_until_the_first_sweep_past_their_age() {
+        let fed_back = |sweep: bool, now_us: u64| {
+            let cfg = CongaConfig {
+                aging_sweep: sweep,
+                ..Default::default()
+            };
+            let mut b = Conga::new(&cfg, &leaf_fabric(5, 1));
+            let mut w = TestSwitch::new(0);
+            let mut p = data(0, 2, 1);
+            (p.lb.path_tag, p.lb.meta, p.hop) = (2, pack_meta(6, None), 2);
+            b.on_dequeue(&mut w.ctx(100_000), 0, &mut p, &mut 0);
+            let mut r = data(2, 0, 9);
+            b.on_dequeue(&mut w.ctx(now_us * 1000), 2, &mut r, &mut 0);
+            meta_feedback(r.lb.meta).is_some()
+        };
+        // Written at 100 us, aging 500 us: continuously aged after 600 us; swept (every
+        // 500 us) only at 1000 us, the first sweep more than 500 us after the write.
+        assert!(fed_back(false, 600) && !fed_back(false, 601));
+        assert!(fed_back(true, 999) && !fed_back(true, 1000));
+    }
+
+    #[test]
+    fn at_arrival_the_dre_counts_routed_bytes_and_the_packet_is_stamped_at_once() {
+        let cfg = CongaConfig {
+            timing: CongaTiming::Arrival,
+            ..Default::default()
+        };
+        assert_eq!(
+            (cfg.capabilities().ingress, cfg.capabilities().dequeue),
+            (true, false)
+        );
+        let mut a = Conga::new(&cfg, &leaf_fabric(4, 0));
+        let mut spine = Conga::new(&cfg, &spine_fabric());
+        let mut b = Conga::new(&cfg, &leaf_fabric(5, 1));
+        let mut w = TestSwitch::new(0);
+        let cands = [2u16, 3, 4, 5];
+        // A burst of one flow arrives at once: routed, none sent yet.
+        let mut first = None;
+        for _ in 0..2000 {
+            let mut p = data(0, 2, 1);
+            a.on_ingress(&mut w.ctx(10), &mut p, &cands);
+            let port = a.choose(&mut w.ctx(10), &p, &cands);
+            assert_eq!(*first.get_or_insert(port), port, "one flowlet, one port");
+            // LBTag (uplink index + 1) rides in meta; the path tag stays free.
+            assert_eq!((p.lb.meta >> TAG_SHIFT) as u16, port - 2 + 1);
+            assert_eq!(p.lb.path_tag, 0);
+        }
+        let busy = first.unwrap();
+        // The uplink's DRE counted the routed (queued) bytes: 2000 * 1048 B of the 3.125 MB
+        // that 250 us (tau) at 100 Gbps hold, metric 5; new flowlets avoid it.
+        assert_eq!(a.local_metric(20_000, busy), 5);
+        for s in 0..100 {
+            let mut p = data(1, 3, 100 + s);
+            a.on_ingress(&mut w.ctx(20), &mut p, &cands);
+            assert_ne!(a.choose(&mut w.ctx(20), &p, &cands), busy);
+        }
+        // A spine folds its routed metric into CE as the packet arrives; the destination
+        // leaf reads LBTag and CE as it arrives.
+        spine.dres.set_bytes(1, bytes_for_metric(6.5) as f64);
+        let mut p = data(0, 2, 1);
+        a.on_ingress(&mut w.ctx(30), &mut p, &cands);
+        p.hop = 1;
+        spine.on_ingress(&mut w.ctx(40), &mut p, &[1]);
+        assert_eq!(meta_ce(p.lb.meta), 6);
+        p.hop = 2;
+        b.on_ingress(&mut w.ctx(50), &mut p, &[0]);
+        let tag = (busy - 2) as usize;
+        assert_eq!(b.from_leaf[tag].metric, 6, "From-Leaf[leaf 0][LBTag]");
     }
 
     #[test]

@@ -39,6 +39,15 @@ pub enum LetFlowDecision {
 /// `(byte - 1) mod n`, uniform whenever n divides 240 (1-6, 8, 10, 12, 15, 16, 20, 24, ...).
 const TAG_RANGE: u32 = 240;
 
+/// `[lb] preset = "conweave-ns3"`: LetFlow as the RDMA reference simulator runs it
+/// (`letflow-routing.cc`, `network-load-balance.cc` at 100 Gbps): flowlets at the source ToR,
+/// which picks the whole path, with a 100 us timeout. Its table is an unbounded map, which
+/// no `table_size` matches; the preset keeps the default (`docs/schemes/letflow.md`).
+pub const PRESET_CONWEAVE_NS3: &str = r#"
+decision = "source_tor"
+flowlet_timeout = "100us"
+"#;
+
 /// LetFlow parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -596,7 +596,49 @@ schemes! {
         "test-only scheme exercising recirculation, timers and scheme messages";
 }
 
-crate::tagged::internally_tagged!(LbConfig, "scheme");
+crate::tagged::internally_tagged!(LbConfig, "scheme", expand_preset);
+
+/// The named presets of each scheme that has some: `(scheme, preset, keys)`, the keys written
+/// as the lines of a TOML table.
+pub const PRESETS: &[(&str, &str, &str)] = &[
+    ("letflow", "conweave-ns3", letflow::PRESET_CONWEAVE_NS3),
+    ("conga", "conweave-ns3", conga::PRESET_CONWEAVE_NS3),
+];
+
+/// Expands `preset = "<name>"` in the `[lb]` table of scheme `scheme`: every key of the
+/// preset that the table does not set is added with the preset's value (keys written in the
+/// table win), and `preset` itself is removed, so the resolved spec lists the values. The
+/// error names the key and the valid presets.
+pub fn expand_preset(scheme: &str, table: &mut toml::Table) -> Result<(), (&'static str, String)> {
+    let Some(value) = table.remove("preset") else {
+        return Ok(());
+    };
+    let names: Vec<&str> = PRESETS
+        .iter()
+        .filter(|(s, _, _)| *s == scheme)
+        .map(|(_, name, _)| *name)
+        .collect();
+    let valid = if names.is_empty() {
+        format!("scheme \"{scheme}\" has no presets; remove the key")
+    } else {
+        let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+        format!("use one of {}", quoted.join(", "))
+    };
+    let toml::Value::String(name) = &value else {
+        return Err(("preset", format!("{value} is not a preset name; {valid}")));
+    };
+    let Some((_, _, keys)) = PRESETS.iter().find(|(s, n, _)| *s == scheme && n == name) else {
+        return Err((
+            "preset",
+            format!("\"{name}\" is not a preset of \"{scheme}\"; {valid}"),
+        ));
+    };
+    let preset: toml::Table = keys.parse().expect("the presets are valid TOML");
+    for (key, value) in preset {
+        table.entry(key).or_insert(value);
+    }
+    Ok(())
+}
 
 impl Default for LbConfig {
     fn default() -> Self {
@@ -784,5 +826,69 @@ mod registry_tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n, "a scheme name is registered twice");
+    }
+}
+
+#[cfg(test)]
+mod preset_tests {
+    use super::{CongaConfig, LbConfig, LetFlowConfig, LetFlowDecision};
+    use crate::lb::conga::{CongaTiming, FeedbackChoice, SampleWindow};
+    use crate::units::Time;
+
+    fn lb(text: &str) -> Result<LbConfig, String> {
+        toml::from_str::<LbConfig>(text).map_err(|e| e.message().to_string())
+    }
+
+    /// `preset` fills the keys the table leaves out; keys written in the table win; the
+    /// resolved config lists the values, not the preset.
+    #[test]
+    fn a_preset_sets_the_keys_the_table_does_not() {
+        let conga = lb("scheme = \"conga\"\npreset = \"conweave-ns3\"\nsampled_paths = 2").unwrap();
+        let expected = CongaConfig {
+            sample_window: SampleWindow::NoWrap,
+            feedback: FeedbackChoice::Random,
+            aging_sweep: true,
+            timing: CongaTiming::Arrival,
+            sampled_paths: 2,
+            ..CongaConfig::default()
+        };
+        assert_eq!(conga, LbConfig::Conga(expected));
+        let text = toml::to_string(&conga).unwrap();
+        assert!(
+            !text.contains("preset") && text.contains("timing = \"arrival\""),
+            "{text}"
+        );
+        assert_eq!(lb(&text).unwrap(), conga);
+        let letflow = lb("scheme = \"letflow\"\npreset = \"conweave-ns3\"").unwrap();
+        let expected = LetFlowConfig {
+            decision: LetFlowDecision::SourceTor,
+            flowlet_timeout: Time::from_us(100),
+            ..LetFlowConfig::default()
+        };
+        assert_eq!(letflow, LbConfig::LetFlow(expected));
+        // A nested scheme (RLB's inner) takes presets too.
+        let rlb = lb("scheme = \"rlb\"\n[inner]\nscheme = \"letflow\"\npreset = \"conweave-ns3\"");
+        assert!(format!("{:?}", rlb.unwrap()).contains("SourceTor"));
+    }
+
+    #[test]
+    fn a_bad_preset_names_the_key_and_the_valid_ones() {
+        let unknown = lb("scheme = \"conga\"\npreset = \"ns3\"").unwrap_err();
+        assert!(
+            unknown.contains("preset")
+                && unknown
+                    .ends_with("\"ns3\" is not a preset of \"conga\"; use one of \"conweave-ns3\""),
+            "{unknown}"
+        );
+        let none = lb("scheme = \"ecmp\"\npreset = \"conweave-ns3\"").unwrap_err();
+        assert!(
+            none.ends_with("\"conweave-ns3\" is not a preset of \"ecmp\"; scheme \"ecmp\" has no presets; remove the key"),
+            "{none}"
+        );
+        let number = lb("scheme = \"letflow\"\npreset = 3").unwrap_err();
+        assert!(
+            number.ends_with("3 is not a preset name; use one of \"conweave-ns3\""),
+            "{number}"
+        );
     }
 }

@@ -669,12 +669,23 @@ fn conga_avoids_a_degraded_uplink_by_its_local_dre() {
     };
     let ecmp = run(LbConfig::default());
     let conga = run(LbConfig::Conga(CongaConfig::default()));
-    eprintln!("bytes on the slow uplink: ecmp {ecmp}, conga {conga}");
+    // As conweave-ns3 (DREs counted as packets are routed, windows that do not wrap, ...).
+    let reference = run(conga_as_conweave_ns3());
+    eprintln!("bytes on the slow uplink: ecmp {ecmp}, conga {conga}, as conweave-ns3 {reference}");
     assert!(
         ecmp > 1_000_000,
         "ECMP puts a share on the slow uplink: {ecmp}"
     );
     assert!(conga * 4 < ecmp, "CONGA {conga} B vs ECMP {ecmp} B");
+    assert!(
+        reference * 4 < ecmp,
+        "CONGA (conweave-ns3) {reference} B vs ECMP {ecmp} B"
+    );
+}
+
+/// `[lb] scheme = "conga"` with `preset = "conweave-ns3"`, read as a spec reads it.
+fn conga_as_conweave_ns3() -> LbConfig {
+    toml::from_str("scheme = \"conga\"\npreset = \"conweave-ns3\"").expect("the preset")
 }
 
 #[test]
@@ -701,9 +712,12 @@ fn conga_learns_a_degraded_remote_link_from_feedback() {
     let no_feedback = run(plain.clone(), false);
     let ecmp_both = run(LbConfig::default(), true);
     let reverse_data = run(plain, true);
+    // As conweave-ns3: CE folded and read as packets are routed, random feedback entries.
+    let reference = run(conga_as_conweave_ns3(), true);
     eprintln!(
         "bytes on the slow downlink: one way: ecmp {ecmp}, conga+acks {with_acks}, conga \
-         {no_feedback}; both ways: ecmp {ecmp_both}, conga {reverse_data}"
+         {no_feedback}; both ways: ecmp {ecmp_both}, conga {reverse_data}, as conweave-ns3 \
+         {reference}"
     );
     assert!(ecmp > 1_000_000, "{ecmp}");
     assert!(
@@ -717,6 +731,10 @@ fn conga_learns_a_degraded_remote_link_from_feedback() {
     assert!(
         reverse_data * 2 < ecmp_both,
         "CONGA with reverse data {reverse_data} B vs ECMP {ecmp_both} B"
+    );
+    assert!(
+        reference * 2 < ecmp_both,
+        "CONGA (conweave-ns3) with reverse data {reference} B vs ECMP {ecmp_both} B"
     );
 }
 
