@@ -207,6 +207,20 @@ impl<E: Copy> EventQueue<E> {
         Some((Time(entry.time), entry.event))
     }
 
+    /// Takes the next insertion number without scheduling anything: something kept outside
+    /// the queue under that number orders against its events, by `(time, seq)`, as if it had
+    /// been scheduled now (the sim's looks, `sim/events.rs`).
+    pub fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// The insertion number of the last popped event.
+    pub fn last_seq(&self) -> u64 {
+        self.last.1
+    }
+
     pub fn len(&self) -> usize {
         self.near + self.far.len()
     }

@@ -2,10 +2,24 @@
 //! handler (in `links.rs`, `switch.rs`, `host.rs` and the other parts of the simulation).
 //!
 //! Every event popped is folded into the run fingerprint with its time and [`Event::code`].
+//!
+//! **Looks.** Observers (monitors, the no-progress watchdog, PFC deadlock checks) look at the
+//! run at times of their own, and are not events: they wait in a small schedule of their own
+//! ([`Looks`]), so that the loop pays nothing per event for them. Each look takes an insertion
+//! number from the event queue when it is set ([`crate::engine::EventQueue::take_seq`]), so it
+//! is taken exactly where it would lie among the events by `(time, insertion order)`: after
+//! the events at its time scheduled before it was set, before those scheduled after. The
+//! loop compares each popped event's time with one number, `next_stop` (the earliest look's
+//! time, or just past the stop time): that comparison was there before looks existed (the
+//! stop time's), so the loop's cost per event is that of a run without observers. Only an
+//! event at or past `next_stop` goes out of line (`take_looks`), which takes every look due
+//! before it, in order.
 
 use super::{RunOutput, Simulation};
 use crate::packet::PacketId;
 use crate::units::Time;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::ops::ControlFlow;
 
 /// What can happen in a run; see the module doc of `sim` for the discipline.
@@ -34,13 +48,11 @@ pub(super) enum Event {
     HostLbTimer(u32, u64),
     /// The resequencing timer of flow `f` at its receiver.
     ReseqTimeout(u32),
-    /// An observer looks at the run: not counted, not in the fingerprint, and changing
-    /// nothing but what the observer records.
-    Look(Look),
 }
 
-/// Who looks at a run between its events.
-#[derive(Clone, Copy, Debug)]
+/// Who looks at a run between its events: not an event, not counted, not in the
+/// fingerprint, and changing nothing but what the observer records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Look {
     /// Monitor `i` (`monitor.rs`).
     Monitor(u32),
@@ -48,6 +60,32 @@ pub(super) enum Look {
     Progress,
     /// A PFC deadlock check (`stall.rs`).
     Deadlock,
+}
+
+/// The looks pending, earliest first by `(time, insertion number)`, and what the event loop
+/// compares each event's time with (see the module doc).
+#[derive(Debug)]
+pub(super) struct Looks {
+    /// The looks, keyed by their time and the insertion number they took from the event
+    /// queue (unique: the `Look` never decides). At most one per periodic monitor, one for
+    /// the watchdog and one deadlock check, so its capacity stops growing at once.
+    pending: BinaryHeap<Reverse<(Time, u64, Look)>>,
+    /// The earliest look's time, or one picosecond past the run's horizon if that is
+    /// earlier: an event at or past it goes out of line.
+    pub(super) next_stop: Time,
+    /// An event popped and not handled yet is in the hand of `take_looks`: it still counts
+    /// as pending for the looks that ask whether any event is left.
+    holding: bool,
+}
+
+impl Default for Looks {
+    fn default() -> Self {
+        Looks {
+            pending: BinaryHeap::new(),
+            next_stop: Time::MAX,
+            holding: false,
+        }
+    }
 }
 
 impl Event {
@@ -65,7 +103,6 @@ impl Event {
             Event::Reconverge(i) => 9 << 60 | i as u64,
             Event::HostLbTimer(h, t) => 10 << 60 | (h as u64) << 40 ^ t,
             Event::ReseqTimeout(f) => 11 << 60 | f as u64,
-            Event::Look(_) => unreachable!("looks are not part of the run"),
         }
     }
 }
@@ -160,29 +197,25 @@ impl Simulation {
         let mut stopped_by = None;
         // Whether the run ran out of events (every `break` below clears it).
         let mut drained = true;
+        self.set_next_stop(horizon);
 
         while let Some((t, ev)) = self.events.pop() {
-            if let Event::Look(look) = ev {
-                // Observes the run without being part of it; none is set past the stop rule,
-                // and one past a guard's time is dropped.
-                self.looks_pending -= 1;
-                if t <= horizon {
-                    if let ControlFlow::Break(stop) = self.look(t, look) {
-                        self.now = t;
-                        stopped_by = Some(stop);
-                        drained = false;
-                        break;
+            // One comparison per event for the looks and the horizon (the module doc).
+            if t >= self.looks.next_stop {
+                if let ControlFlow::Break((at, stop)) = self.take_looks(Some(t), horizon) {
+                    self.now = at;
+                    stopped_by = Some(stop);
+                    drained = false;
+                    break;
+                }
+                if t > horizon {
+                    self.now = horizon;
+                    if time_guard.is_some() {
+                        stopped_by = Some(Stop::MaxSimTime);
                     }
+                    drained = false;
+                    break;
                 }
-                continue;
-            }
-            if t > horizon {
-                self.now = horizon;
-                if time_guard.is_some() {
-                    stopped_by = Some(Stop::MaxSimTime);
-                }
-                drained = false;
-                break;
             }
             self.now = t;
             self.events_done += 1;
@@ -212,8 +245,15 @@ impl Simulation {
             }
         }
         if drained {
-            // No event left: a run with data in its buffers has stalled for good.
-            stopped_by = self.drained();
+            // No event left: the looks still due are taken (none sets another), then a run
+            // with data in its buffers has stalled for good.
+            match self.take_looks(None, horizon) {
+                ControlFlow::Break((at, stop)) => {
+                    self.now = at;
+                    stopped_by = Some(stop);
+                }
+                ControlFlow::Continue(()) => stopped_by = self.drained(),
+            }
         }
         if !interrupted {
             interrupted = progress(self.now).is_break();
@@ -253,10 +293,51 @@ impl Simulation {
         )
     }
 
-    /// An observer looks at time `t`; `Break` ends the run (a stall, `stall.rs`). Kept out
-    /// of line: the event loop stays as it was.
+    /// Schedules a look of the run's observers (monitors, watchdog, deadlock checks) at `at`.
+    pub(super) fn schedule_look(&mut self, at: Time, look: Look) {
+        let seq = self.events.take_seq();
+        self.looks.pending.push(Reverse((at, seq, look)));
+        self.looks.next_stop = self.looks.next_stop.min(at);
+    }
+
+    /// Events pending: the run goes on while there are some (looks are not events).
+    pub(super) fn events_left(&self) -> usize {
+        self.events.len() + self.looks.holding as usize
+    }
+
+    /// Sets `next_stop` from the earliest look and `horizon`.
+    fn set_next_stop(&mut self, horizon: Time) {
+        let first = self.looks.pending.peek().map_or(Time::MAX, |l| l.0 .0);
+        self.looks.next_stop = first.min(Time(horizon.0.saturating_add(1)));
+    }
+
+    /// Takes, in order, every look due before the event just popped at `t` (`None`: the
+    /// events have run out, every look left) up to `horizon`; looks past `horizon` are
+    /// dropped with the run. `Break` (a stall) ends the run at the look's time. Out of line:
+    /// the event loop comes here only for an event at or past `next_stop`.
     #[cold]
     #[inline(never)]
+    fn take_looks(&mut self, t: Option<Time>, horizon: Time) -> ControlFlow<(Time, Stop)> {
+        // The event in hand, by its key in the event queue.
+        let event = t.map(|t| (t, self.events.last_seq()));
+        self.looks.holding = event.is_some();
+        let mut stop = ControlFlow::Continue(());
+        while let Some(&Reverse((at, seq, look))) = self.looks.pending.peek() {
+            if at > horizon || event.is_some_and(|e| (at, seq) > e) {
+                break;
+            }
+            self.looks.pending.pop();
+            if let ControlFlow::Break(s) = self.look(at, look) {
+                stop = ControlFlow::Break((at, s));
+                break;
+            }
+        }
+        self.looks.holding = false;
+        self.set_next_stop(horizon);
+        stop
+    }
+
+    /// An observer looks at time `t`; `Break` ends the run (a stall, `stall.rs`).
     fn look(&mut self, t: Time, look: Look) -> ControlFlow<Stop> {
         match look {
             Look::Monitor(i) => {
@@ -268,19 +349,18 @@ impl Simulation {
         }
     }
 
-    /// Runs the next event (tests that watch the state between events); `None` when no
-    /// event is left. A look is taken, but a stall it finds does not stop the steps.
+    /// Runs the next event (tests that watch the state between events), after the looks due
+    /// before it; `None` when no event is left. A stall a look finds does not stop the steps.
     #[cfg(test)]
     pub(crate) fn step(&mut self) -> Option<Time> {
-        let (t, ev) = self.events.pop()?;
+        let Some((t, ev)) = self.events.pop() else {
+            let _ = self.take_looks(None, self.stop.at);
+            return None;
+        };
+        let _ = self.take_looks(Some(t), self.stop.at);
         if t > self.stop.at {
             self.now = self.stop.at;
             return None;
-        }
-        if let Event::Look(look) = ev {
-            self.looks_pending -= 1;
-            let _ = self.look(t, look);
-            return Some(t);
         }
         self.now = t;
         self.events_done += 1;
@@ -306,7 +386,6 @@ impl Simulation {
             Event::Reconverge(i) => self.reconverge(i),
             Event::HostLbTimer(h, token) => self.host_lb_timer(h, token),
             Event::ReseqTimeout(f) => self.reseq_timeout(f),
-            Event::Look(_) => unreachable!("the event loop takes looks itself"),
         }
     }
 }

@@ -152,8 +152,8 @@ pub struct Simulation {
     varys: Option<Box<varys::Varys>>,
     /// The TCP flows' state, if any flow uses TCP (`tcp.rs`).
     tcp: Option<Box<tcp::Tcp>>,
-    /// Events pending that are looks (`Event::Look`: monitors, watchdog, deadlock checks).
-    looks_pending: usize,
+    /// The looks pending (monitors, watchdog, deadlock checks), apart from the events.
+    looks: events::Looks,
     /// The no-progress watchdog and PFC deadlock detection (`stall.rs`).
     stall: stall::StallWatch,
 }

@@ -1,12 +1,12 @@
 //! Monitors in the run (`crate::monitor` has the spec side): periodic looks at queues, flows,
 //! ports and schemes, and the log of PFC frames.
 //!
-//! A periodic monitor is one pending `Look::Monitor(i)` at a time. The event loop neither
-//! counts it nor folds it into the fingerprint, and a look changes nothing but the monitor's
-//! own rows, so a run with monitors makes the same events at the same times as without. A
-//! monitor stops looking after its `end`, after the run's stop time, at its row limit, and when
-//! no event but looks is pending (the network has drained: a look would keep a drained run
-//! alive).
+//! A periodic monitor is one pending `Look::Monitor(i)` at a time, in the run's schedule of
+//! looks (`events.rs`), not an event: the event loop neither counts it nor folds it into the
+//! fingerprint, and a look changes nothing but the monitor's own rows, so a run with monitors
+//! makes the same events at the same times as without. A monitor stops looking after its
+//! `end`, after the run's stop time, at its row limit, and when no event is pending (the
+//! network has drained: a look would keep a drained run alive).
 //! PFC frames are logged where they are sent and received (`links.rs`), a test per frame only
 //! in runs with monitors.
 

@@ -202,7 +202,7 @@ impl Simulation {
             tag_coflows: false,
             varys: None,
             tcp: None,
-            looks_pending: 0,
+            looks: Default::default(),
             stall: Default::default(),
         };
         let n_flows = sim.flows.len();

@@ -42,7 +42,7 @@
 //! stops the same way. Neither looks nor checks are counted or folded into the
 //! fingerprint, and they change no state of the run (the same events at the same times).
 
-use super::events::{Event, Found, Look, Stop};
+use super::events::{Found, Look, Stop};
 use super::Simulation;
 use crate::metrics::DeadlockRecord;
 use crate::packet::PacketKind;
@@ -119,17 +119,6 @@ impl Simulation {
             self.stall.check_pending = true;
             self.schedule_look(self.now + period, Look::Deadlock);
         }
-    }
-
-    /// Schedules a look of the run's observers (monitors, watchdog, deadlock checks).
-    pub(super) fn schedule_look(&mut self, at: Time, look: Look) {
-        self.events.schedule(at, Event::Look(look));
-        self.looks_pending += 1;
-    }
-
-    /// Events pending that are not looks: the run goes on while there are some.
-    pub(super) fn events_left(&self) -> usize {
-        self.events.len() - self.looks_pending
     }
 
     /// The watchdog looks at time `t`.

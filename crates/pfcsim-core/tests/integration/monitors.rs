@@ -112,6 +112,33 @@ fn an_incast_queue_reaches_xoff_when_the_pause_is_logged_and_falls_after_the_res
     assert_eq!(out.stats.monitor_counters["monitor.pfc_events_dropped"], 0);
 }
 
+/// A look at the time of an event is taken where an event scheduled when the look was set
+/// would run (the event queue's order): after the events at that time scheduled before it,
+/// before those scheduled after. Host 0 starts a packet every 83.84 ns from time 0 (1,048 B at
+/// 100 Gbps), each start set when the one before it began: a look at the tenth start set
+/// 10 ns before it (by the look before it) counts that packet, and one set 100 ns before it,
+/// before that start was set, does not (it counts the one before).
+#[test]
+fn a_look_at_an_events_time_comes_where_an_event_set_with_it_would() {
+    let t = 10 * 83_840;
+    let util = |every: u64| {
+        format!(
+            "[[monitor]]\nkind = \"link_util\"\nnodes = [\"host:0\"]\ninterval = \"{every}ps\"\n\
+             start = \"{}ps\"\nend = \"{t}ps\"\n",
+            t - every
+        )
+    };
+    let text = incast("none", "1MB", &format!("{}{}", util(10_000), util(100_000)));
+    let out = run_text(&text, "incast.toml");
+    let rows = monitors(&out).link_util.as_ref().unwrap();
+    let sent = |monitor: u16| {
+        let rows = rows.iter().filter(|r| r.monitor == monitor);
+        rows.map(|r| (r.time_ps, r.tx_bytes)).collect::<Vec<_>>()
+    };
+    assert_eq!(sent(0), vec![(t, 1_048)], "set after the start at t was");
+    assert_eq!(sent(1), vec![(t, 1_048)], "set before the start at t was");
+}
+
 /// DCQCN's first cut after the first CNP (a decrease check one `decrease_interval` later)
 /// leaves `rate x (1 - alpha / 2)` with alpha just below 1: the rate series halves, and the
 /// target rate stays at line rate.
