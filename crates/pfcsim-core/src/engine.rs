@@ -178,7 +178,7 @@ impl<E: Copy> EventQueue<E> {
         });
         let entry = match (near, self.far.peek()) {
             (Some((i, n, prev)), far)
-                if far.map_or(true, |f| self.nodes[n as usize].entry.key() < f.0.key()) =>
+                if far.is_none_or(|f| self.nodes[n as usize].entry.key() < f.0.key()) =>
             {
                 let next = self.nodes[n as usize].next;
                 if prev == NIL {

@@ -369,7 +369,7 @@ pub fn resolve(
                 }
                 for (local, &(peer, _)) in links.iter().enumerate() {
                     let wanted = ports.is_empty() || ports.contains(&(local as u16));
-                    let towards = peers.as_ref().map_or(true, |ps| ps.contains(&peer));
+                    let towards = peers.as_ref().is_none_or(|ps| ps.contains(&peer));
                     if wanted && towards {
                         chosen.push((n, local as u16));
                     }

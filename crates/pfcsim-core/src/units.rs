@@ -193,9 +193,11 @@ impl FromStr for Time {
         };
         let time = match scale_exact(num, factor) {
             Ok(ps) => Time(ps),
-            Err(Inexact::NotWhole) => return Err(UnitError(format!(
+            Err(Inexact::NotWhole) => {
+                return Err(UnitError(format!(
                 "'{s}' is not a non-negative whole number of picoseconds (e.g. \"2us\", \"1.5ms\")"
-            ))),
+            )))
+            }
             Err(Inexact::TooLarge) => Time(u64::MAX),
         };
         if time > Time::SPEC_MAX {
@@ -291,11 +293,11 @@ impl fmt::Display for Time {
             ("us", 1_000_000),
             ("ns", 1_000),
         ] {
-            if ps >= factor && ps % factor == 0 {
+            if ps >= factor && ps.is_multiple_of(factor) {
                 return write!(f, "{}{unit}", ps / factor);
             }
         }
-        if ps % 1_000 == 0 && ps > 0 {
+        if ps.is_multiple_of(1_000) && ps > 0 {
             return write!(f, "{}ns", ps / 1_000);
         }
         write!(f, "{ps}ps")
@@ -311,7 +313,7 @@ impl fmt::Display for Rate {
             ("Mbps", 1_000_000),
             ("Kbps", 1_000),
         ] {
-            if b >= factor && b % factor == 0 {
+            if b >= factor && b.is_multiple_of(factor) {
                 return write!(f, "{}{unit}", b / factor);
             }
         }
@@ -323,7 +325,7 @@ impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
         for (unit, factor) in [("GB", 1_000_000_000u64), ("MB", 1_000_000), ("KB", 1_000)] {
-            if b >= factor && b % factor == 0 {
+            if b >= factor && b.is_multiple_of(factor) {
                 return write!(f, "{}{unit}", b / factor);
             }
         }

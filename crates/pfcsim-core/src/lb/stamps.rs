@@ -198,7 +198,7 @@ impl<S: Copy> HeldStamps<S> {
             if now.saturating_sub(at) > stale {
                 *slot = None;
                 self.count[t] -= 1;
-            } else if oldest.map_or(true, |(first, _)| at < first) {
+            } else if oldest.is_none_or(|(first, _)| at < first) {
                 oldest = Some((at, i));
             }
         }

@@ -107,7 +107,7 @@ pub fn decide(
         settled = Settled::Random;
     }
     let port = tied()
-        .filter(|&p| least_tr.map_or(true, |least| tr.is_some_and(|tr| tr(p) == least)))
+        .filter(|&p| least_tr.is_none_or(|least| tr.is_some_and(|tr| tr(p) == least)))
         .nth(pick)
         .expect("a tied port");
     Decision {

@@ -123,9 +123,9 @@ impl SchemeConfig for ConWeaveConfig {
         )?;
         let divisor = "(a divisor of lb.reorder_queues; ConWeave default 3)";
         check_range("lb.queue_choices", self.queue_choices, 1..=queues, divisor)?;
-        if queues % self.queue_choices != 0 {
+        if !queues.is_multiple_of(self.queue_choices) {
             let divisors: Vec<String> = (1..=queues)
-                .filter(|d| queues % d == 0)
+                .filter(|d| queues.is_multiple_of(*d))
                 .map(|d| d.to_string())
                 .collect();
             return Err(format!(

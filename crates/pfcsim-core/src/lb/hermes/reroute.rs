@@ -129,7 +129,7 @@ impl Hermes {
                 pick_min(&mut good, i, v.flows, ctx);
             } else if cur
                 .as_ref()
-                .map_or(true, |c| v.better_than(c, &th, &self.cfg))
+                .is_none_or(|c| v.better_than(c, &th, &self.cfg))
             {
                 pick_min(&mut other, i, (v.class, v.rtt, v.flows), ctx);
             }

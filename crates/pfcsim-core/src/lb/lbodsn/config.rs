@@ -159,7 +159,7 @@ impl SchemeConfig for LbodsnConfig {
         if queues > 0 {
             let divisor = "(a divisor of lb.reorder_queues; LBoDSN default 3)";
             check_range("lb.queue_choices", self.queue_choices, 1..=queues, divisor)?;
-            if queues % self.queue_choices != 0 {
+            if !queues.is_multiple_of(self.queue_choices) {
                 return Err(format!(
                     "lb.queue_choices: {} does not divide lb.reorder_queues ({queues}) (LBoDSN default 3)",
                     self.queue_choices

@@ -52,7 +52,7 @@ impl Lbodsn {
     /// The class of path (`tor`, `up`) now; `port` is the uplink's local port.
     pub fn class(&mut self, now: Time, tor: u32, up: u8, port: u16) -> Class {
         let i = tor as usize * self.n_up + up as usize;
-        if self.tag1_until.get(i).map_or(true, |&t| t <= now) {
+        if self.tag1_until.get(i).is_none_or(|&t| t <= now) {
             return Class::Uncongested;
         }
         let util = self.dres.metric(now.ps(), port) as f64 / (1u64 << super::Q_BITS) as f64;
