@@ -86,6 +86,7 @@ impl EgressMmu {
         Self::idx(out, prio) * self.ports + port
     }
 
+    #[inline(never)]
     pub fn arrive(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Admission {
         if self.total + size > self.buffer {
             return Admission::Drop;
@@ -109,6 +110,7 @@ impl EgressMmu {
         }
     }
 
+    #[inline(never)]
     pub fn release(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Xon {
         self.total -= size;
         self.ingress[Self::idx(port, prio)].bytes -= size;

@@ -87,8 +87,10 @@ impl Mmu {
 
     /// A packet of `size` bytes arrives on ingress `port` at priority `prio`, bound for the
     /// local egress `out`: drop it, or charge it and say whether the switch must now send
-    /// PAUSE(prio) out of `port`.
-    #[inline]
+    /// PAUSE(prio) out of `port`. Always inlined, and the other models' bodies never are,
+    /// so that the default model's code is inlined into the data path as it was before
+    /// there were models (an out-of-line call here cost 1.6% of R1's instructions).
+    #[inline(always)]
     pub fn arrive(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Admission {
         match self {
             Mmu::Ingress(m) => m.arrive(port, prio, size),
@@ -98,8 +100,8 @@ impl Mmu {
     }
 
     /// Releases a departing packet's bytes (it came in on `port`, leaves by `out`) and says
-    /// which PFC frames the switch must now send.
-    #[inline]
+    /// which PFC frames the switch must now send. Always inlined, as [`Mmu::arrive`].
+    #[inline(always)]
     pub fn release(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Xon {
         match self {
             Mmu::Ingress(m) => {
