@@ -12,8 +12,9 @@
 //!   that sends a packet to a queue at `xoff` bytes or more is paused until the queue drains
 //!   to `xoff - resume_offset` (the "destination based rule" of TI's CPSW switch).
 //!
-//! The model is chosen once per switch: [`Mmu`] is an enum whose methods dispatch with one
-//! `match` on it (no indirect call; the default model's code stays inlined).
+//! The model is chosen once per switch: [`Mmu`] is an enum; on the data path
+//! ([`Mmu::arrive`], [`Mmu::release`]) the default model is tested first and the others are
+//! dispatched out of line, so that the default pays one compare and branch.
 //!
 //! Control packets in the strict-priority queue are not accounted by any model.
 
