@@ -7,6 +7,7 @@
 use super::{Event, Simulation};
 use crate::engine::{rng_stream, Rng, StreamKind};
 use crate::faults::{Fault, ScheduledFault};
+use crate::mmu::{Frame, Xon};
 use crate::packet::{PacketId, PacketKind};
 use crate::port::{NodeRef, CONTROL_PRIO, N_PRIO};
 use crate::topology::Topology;
@@ -191,19 +192,25 @@ impl Simulation {
         while let Some(pid) = self.ports[p as usize].pfc_out.pop_front() {
             self.arena.free(pid);
         }
-        let mut resumes = Vec::new();
+        let mut frames = Vec::new();
         for prio in 0..N_PRIO as u8 {
             while self.ports[p as usize].nonempty & (1 << prio) != 0 {
                 let pid = self.ports[p as usize].dequeue(prio, &mut self.arena, now);
                 if let NodeRef::Switch(s) = self.ports[p as usize].owner {
                     let sw = &mut self.switches[s as usize];
                     let pkt = self.arena.get(pid);
-                    if prio != CONTROL_PRIO
-                        && sw
-                            .mmu
-                            .release(pkt.ingress_port as usize, prio, pkt.wire_bytes as u64)
-                    {
-                        resumes.push((sw.ports.start + pkt.ingress_port as u32, prio));
+                    let (in_local, out) = (pkt.ingress_port, (p - sw.ports.start) as usize);
+                    let wire = pkt.wire_bytes as u64;
+                    if prio != CONTROL_PRIO {
+                        match sw.mmu.release(in_local as usize, out, prio, wire) {
+                            Xon::None => {}
+                            Xon::Resume => frames.push(Frame {
+                                port: in_local,
+                                prio,
+                                pause: false,
+                            }),
+                            Xon::Frames => frames.extend(sw.mmu.take_frames()),
+                        }
                     }
                 }
                 self.fault_drop(pid, DropCause::LinkDown, p);
@@ -221,8 +228,16 @@ impl Simulation {
             port.paused = 0;
             port.rec.paused_time_ps += (now - port.paused_any_since).ps();
         }
-        for (in_port, prio) in resumes {
-            self.send_pfc(in_port, prio, PacketKind::Resume);
+        if let NodeRef::Switch(s) = self.ports[p as usize].owner {
+            let first = self.switches[s as usize].ports.start;
+            for f in frames {
+                let kind = if f.pause {
+                    PacketKind::Pause
+                } else {
+                    PacketKind::Resume
+                };
+                self.send_pfc(first + f.port as u32, f.prio, kind);
+            }
         }
     }
 

@@ -218,7 +218,10 @@ impl Simulation {
             // Charged like a data packet of that priority, to the ingress of its egress.
             pkt.ingress_port = local;
             let wire = pkt.wire_bytes as u64;
-            match sw.mmu.arrive(local as usize, message.priority, wire) {
+            match sw
+                .mmu
+                .arrive(local as usize, local as usize, message.priority, wire)
+            {
                 crate::mmu::Admission::Drop => return,
                 crate::mmu::Admission::Accept { pause } => {
                     if pause {

@@ -57,7 +57,8 @@ pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
 pub use stall::DeadlockChecks;
 pub use switch::{
-    EcnConfig, EcnRateOverride, EgressLimit, LoopbackConfig, PfcConfig, SwitchConfig,
+    EcnConfig, EcnRateOverride, EgressLimit, EgressPfcConfig, LoopbackConfig, Ns3RdmaConfig,
+    PfcConfig, PfcModel, SwitchConfig,
 };
 pub use varys::{CoflowConfig, Scheduler};
 

@@ -3,14 +3,14 @@
 //! of the load-balancing scheme.
 
 use super::host::{ideal_fct, FlowState, Host};
-use super::switch::{Switch, SwitchConfig};
+use super::switch::{PfcModel, Switch, SwitchConfig};
 use super::{
     faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, Guards, SetupError, Simulation,
     StopRule,
 };
 use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::metrics::{FlowRecord, OodHistogram, PortRecord};
-use crate::mmu::{auto_headroom, Mmu, Threshold};
+use crate::mmu::{auto_headroom, EgressMmu, Mmu, Ns3RdmaMmu, Ns3RdmaParams, Threshold};
 use crate::packet::PacketArena;
 use crate::port::{NodeRef, PortState, CONTROL_PRIO, N_PRIO};
 use crate::topology::{Shape, Topology};
@@ -327,8 +327,36 @@ pub(super) fn ecn_rng(seed: u64, node: u32) -> Rng {
     rng_stream(seed, StreamKind::Ecn, node as u64)
 }
 
-/// The MMU of a switch with these ports.
+/// The MMU of a switch with these ports, in the spec's PFC model.
 pub(super) fn build_mmu(cfg: &SwitchConfig, ports: &[PortState], mtu_wire: u64) -> Mmu {
+    match cfg.pfc.model {
+        PfcModel::Ingress => {}
+        PfcModel::Ns3Rdma => {
+            let c = cfg.pfc.ns3_rdma.clone().unwrap_or_default();
+            let params = Ns3RdmaParams::new(
+                cfg.buffer.0,
+                c.dynamic,
+                c.alpha,
+                c.pool.0,
+                c.static_limit.0,
+                c.headroom.0,
+            );
+            return Mmu::Ns3Rdma(Ns3RdmaMmu::new(params, ports.len()));
+        }
+        PfcModel::Egress => {
+            let c = cfg
+                .pfc
+                .egress
+                .as_ref()
+                .expect("validated: the egress model has its table");
+            return Mmu::Egress(EgressMmu::new(
+                cfg.buffer.0,
+                c.xoff.0,
+                c.resume_offset.0,
+                ports.len(),
+            ));
+        }
+    }
     let headroom = ports
         .iter()
         .map(|p| {

@@ -559,10 +559,10 @@ mod tests {
         // Switch 7 (index 2): its ingress from switch 6 is its port 1.
         let mmu = &mut sim.switches[2].mmu;
         assert!(mmu.is_pausing(1, 3));
-        mmu.arrive(1, 3, 1_000);
+        mmu.arrive(1, 0, 3, 1_000);
         let (found, _) = sim.find_deadlocks(sim.now, Time::ZERO);
         assert!(found.is_empty(), "{found:?}");
-        sim.switches[2].mmu.release(1, 3, 1_000);
+        sim.switches[2].mmu.release(1, 0, 3, 1_000);
         assert_eq!(sim.find_deadlocks(sim.now, Time::ZERO).0.len(), 5);
         // Pauses younger than the age a check asks for are not looked at.
         let young = sim.find_deadlocks(sim.now, sim.now);

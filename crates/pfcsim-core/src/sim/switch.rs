@@ -2,7 +2,7 @@
 //! scheduler.
 //!
 //! Modelled: store-and-forward output-queued switch with 8 priority queues per egress port,
-//! a shared buffer with per-ingress (port, priority) accounting and PFC (see `mmu.rs`), PFC
+//! a shared buffer and PFC in the spec's PFC model (`switch.pfc.model`, see `mmu/`), PFC
 //! frames sent ahead of everything else on the link, a strict-priority control queue
 //! (configurable), round-robin among data priorities skipping paused ones, RED/ECN marking at
 //! dequeue on the egress queue length. Not modelled: switching latency inside the switch,
@@ -17,7 +17,7 @@ use crate::lb::{
     flow_hash, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
     SwitchScheme, NO_TOR,
 };
-use crate::mmu::{Admission, Mmu};
+use crate::mmu::{Admission, Mmu, Xon};
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::port::{PortState, CONTROL_PRIO, N_PRIO};
 use crate::units::{Bytes, Rate, Time};
@@ -101,9 +101,99 @@ pub struct PfcConfig {
     /// Headroom per port. Unset: 2 x rate x delay + 3 MTU of the port's link (enough to absorb
     /// what arrives after a PAUSE is decided; see `auto_headroom`).
     pub headroom: Option<Bytes>,
+    /// The PFC model: where bytes are counted and what triggers PAUSE and RESUME
+    /// (`docs/fabric.md`, "PFC models"). `alpha`, `static_threshold`, `reserve`,
+    /// `resume_offset` and `headroom` above belong to the `"ingress"` model.
+    #[serde(skip_serializing_if = "PfcModel::is_ingress")]
+    pub model: PfcModel,
+    /// Parameters of the `"ns3-rdma"` model (unset: the values of its code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns3_rdma: Option<Ns3RdmaConfig>,
+    /// Parameters of the `"egress"` model (required with it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressPfcConfig>,
 }
 
 crate::tagged::table!(PfcConfig);
+
+/// The PFC model of the switches (`switch.pfc.model`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PfcModel {
+    /// Shared buffer charged per (ingress port, priority): the HPCC ns-3 simulator's MMU.
+    #[default]
+    Ingress,
+    /// The static or dynamic thresholds of the DCQCN authors' ns-3 (bobzhuyb/ns3-rdma).
+    Ns3Rdma,
+    /// PAUSE an ingress that sends to an egress queue at or above a length, until the queue
+    /// drains (the "destination based rule" of TI's CPSW switch).
+    Egress,
+}
+
+impl PfcModel {
+    fn is_ingress(&self) -> bool {
+        *self == PfcModel::Ingress
+    }
+
+    /// The name a spec gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PfcModel::Ingress => "ingress",
+            PfcModel::Ns3Rdma => "ns3-rdma",
+            PfcModel::Egress => "egress",
+        }
+    }
+}
+
+/// Parameters of the ns3-rdma PFC model (`[switch.pfc.ns3_rdma]`); defaults: the values of
+/// `BroadcomNode` in bobzhuyb/ns3-rdma (cells of 1030 B).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
+pub struct Ns3RdmaConfig {
+    /// The dynamic threshold (`USE_DYNAMIC_PFC_THRESHOLD 1`, as in the code's example
+    /// configs); `false`: the static per-(port, priority) limit.
+    pub dynamic: bool,
+    /// Factor of the dynamic threshold on the free part of the service pool (16).
+    pub alpha: f64,
+    /// Limit of a service pool: 4000 cells.
+    pub pool: Bytes,
+    /// Static XOFF on the bytes of a (port, priority): 20 cells; XON 2 cells below.
+    pub static_limit: Bytes,
+    /// Headroom of a (port, priority), used once the pool is over its limit: 100 cells.
+    pub headroom: Bytes,
+}
+
+crate::tagged::table!(Ns3RdmaConfig);
+
+impl Default for Ns3RdmaConfig {
+    fn default() -> Self {
+        Ns3RdmaConfig {
+            dynamic: true,
+            alpha: 16.0,
+            pool: Bytes(4_000 * crate::mmu::CELL),
+            static_limit: Bytes(20 * crate::mmu::CELL),
+            headroom: Bytes(100 * crate::mmu::CELL),
+        }
+    }
+}
+
+/// Parameters of the egress-triggered PFC model (`[switch.pfc.egress]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct EgressPfcConfig {
+    /// An egress queue (port, priority) of at least this many bytes pauses each ingress that
+    /// sends it a packet.
+    pub xoff: Bytes,
+    /// It releases them once it is at most `xoff - resume_offset` long (default 3 KB).
+    #[serde(default = "default_egress_resume_offset")]
+    pub resume_offset: Bytes,
+}
+
+crate::tagged::table!(EgressPfcConfig);
+
+fn default_egress_resume_offset() -> Bytes {
+    Bytes(3_000)
+}
 
 impl Default for PfcConfig {
     fn default() -> Self {
@@ -114,6 +204,9 @@ impl Default for PfcConfig {
             reserve: Bytes(4_000),
             resume_offset: Bytes(3_000),
             headroom: None,
+            model: PfcModel::Ingress,
+            ns3_rdma: None,
+            egress: None,
         }
     }
 }
@@ -550,7 +643,10 @@ impl Simulation {
                     return;
                 }
             }
-            match sw.mmu.arrive(in_local as usize, prio, wire) {
+            match sw
+                .mmu
+                .arrive(in_local as usize, out_local as usize, prio, wire)
+            {
                 Admission::Drop => {
                     self.ports[out as usize].rec.drops += 1;
                     self.drops += 1;
@@ -625,14 +721,22 @@ impl Simulation {
             (self.arena.get_mut(pid), &mut scratch)
         };
         let mut resume = None;
+        let mut frames = false;
         if prio != CONTROL_PRIO {
             let in_local = pkt.ingress_port;
-            if sw
-                .mmu
-                .release(in_local as usize, prio, pkt.wire_bytes as u64)
-                && sw.loopback.map(|l| l + 1) != Some(in_local)
-            {
-                resume = Some(sw.ports.start + in_local as u32);
+            match sw.mmu.release(
+                in_local as usize,
+                out_local as usize,
+                prio,
+                pkt.wire_bytes as u64,
+            ) {
+                Xon::None => {}
+                Xon::Resume => {
+                    if sw.loopback.map(|l| l + 1) != Some(in_local) {
+                        resume = Some(sw.ports.start + in_local as u32);
+                    }
+                }
+                Xon::Frames => frames = true,
             }
         }
         if pkt.kind.follows_path_tag() {
@@ -668,6 +772,26 @@ impl Simulation {
         }
         if let Some(in_port) = resume {
             self.send_pfc(in_port, prio, PacketKind::Resume);
+        } else if frames {
+            self.send_mmu_frames(s);
+        }
+    }
+
+    /// Sends the PFC frames switch `s`'s MMU decided on (a model that resumes other ingresses
+    /// than the departing packet's), except towards its loopback (inside the switch: its far
+    /// end is never paused).
+    fn send_mmu_frames(&mut self, s: u32) {
+        let sw = &mut self.switches[s as usize];
+        let (first, loopback) = (sw.ports.start, sw.loopback);
+        for f in sw.mmu.take_frames() {
+            if loopback.map(|l| l + 1) != Some(f.port) {
+                let kind = if f.pause {
+                    PacketKind::Pause
+                } else {
+                    PacketKind::Resume
+                };
+                self.send_pfc(first + f.port as u32, f.prio, kind);
+            }
         }
     }
 

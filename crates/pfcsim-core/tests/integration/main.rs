@@ -18,6 +18,7 @@ mod limits;
 mod metrics;
 mod monitors;
 mod parsers;
+mod pfc_models;
 mod plb;
 mod rlb;
 mod stalls;

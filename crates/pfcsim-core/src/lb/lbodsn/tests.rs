@@ -96,7 +96,7 @@ fn feed(
         let mut ctx = sw.ctx(now.ps() / 1_000);
         ctx.mmu = Some(mmu);
         assert_eq!(lb.on_ingress(&mut ctx, &mut p, &[0]), Ingress::Forward);
-        mmu.arrive(2, 3, 1_000);
+        mmu.arrive(2, 0, 3, 1_000);
         now += Time::from_ns(80);
     }
     now
@@ -159,7 +159,7 @@ fn one_fcn_per_ingress_queue_per_gap() {
             times.push(now);
         }
         sw.actions.clear();
-        mmu.arrive(2, 3, 1_000);
+        mmu.arrive(2, 0, 3, 1_000);
         now += Time::from_ns(80);
     }
     assert!(times.len() >= 2, "{times:?}");
@@ -181,11 +181,11 @@ fn a_paused_slowly_draining_spine_is_never_the_target() {
     lb.paths.seen(1, 2, 4, Time::from_us(2));
     // Port 4's ingress is paused (120 KB), and drains by 1 KB per window.
     for _ in 0..120 {
-        mmu.arrive(4, 3, 1_000);
+        mmu.arrive(4, 0, 3, 1_000);
     }
     assert!(mmu.is_pausing(4, 3));
     for t in 1..=3u64 {
-        mmu.release(4, 3, 1_000);
+        mmu.release(4, 0, 3, 1_000);
         let q = mmu.ingress_use(4, 3);
         lb.windows[4 * crate::port::N_PRIO + 3].roll(Time::from_us(t), Time::from_us(1), q);
     }

@@ -137,7 +137,7 @@ mod tests {
         let mut paused_at = None;
         for tick in 1..=40u64 {
             for _ in 0..4 {
-                if let crate::mmu::Admission::Accept { pause: true } = mmu.arrive(2, 3, 1_000) {
+                if let crate::mmu::Admission::Accept { pause: true } = mmu.arrive(2, 0, 3, 1_000) {
                     paused_at.get_or_insert(tick);
                 }
             }
@@ -160,7 +160,7 @@ mod tests {
         assert_eq!(rlb.counters.cnm_warnings, 1);
         // Drain well below: cleared once the PAUSE is over and the queue no longer grows.
         for _ in 0..150 {
-            mmu.release(2, 3, 1_000);
+            mmu.release(2, 0, 3, 1_000);
         }
         let mut ctx = sw.ctx(100_000);
         ctx.mmu = Some(&mmu);
@@ -203,10 +203,10 @@ mod tests {
         for tick in 1..=15u64 {
             match tick {
                 1 => (0..110).for_each(|_| {
-                    mmu.arrive(2, 3, 1_000);
+                    mmu.arrive(2, 0, 3, 1_000);
                 }),
                 11 => (0..110).for_each(|_| {
-                    mmu.release(2, 3, 1_000);
+                    mmu.release(2, 0, 3, 1_000);
                 }),
                 _ => {}
             }

@@ -1,5 +1,5 @@
-//! The switch memory-management unit: one shared buffer, ingress accounting per
-//! (ingress port, priority), and the PFC XOFF/XON decisions.
+//! The ingress model of the MMU (`switch.pfc.model = "ingress"`, the default): one shared
+//! buffer, ingress accounting per (ingress port, priority), and the PFC XOFF/XON decisions.
 //!
 //! Modelled on the shared-buffer MMU of the HPCC ns-3 simulator (see `docs/fabric.md`):
 //!
@@ -13,9 +13,8 @@
 //! * Admission: with PFC on, a packet is dropped only if it would overrun the port's headroom
 //!   (the fabric is misconfigured if that happens); with PFC off there is no headroom and a
 //!   packet that would push (p, q) past `T` is dropped (lossy mode).
-//!
-//! Control packets in the strict-priority queue are not accounted, as in the references.
 
+use super::Admission;
 use crate::port::N_PRIO;
 use crate::units::{Rate, Time};
 
@@ -37,19 +36,9 @@ pub enum Threshold {
     Static { bytes: u64 },
 }
 
-/// What the MMU decided about an arriving packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Admission {
-    /// Charged; `pause`: the switch must now send PAUSE for this (port, priority).
-    Accept {
-        pause: bool,
-    },
-    Drop,
-}
-
-/// The buffer state of one switch.
+/// The buffer state of one switch in the ingress model.
 #[derive(Clone, Debug)]
-pub struct Mmu {
+pub struct IngressMmu {
     buffer: u64,
     reserve: u64,
     resume_offset: u64,
@@ -74,7 +63,7 @@ struct IngressQueue {
     paused: bool,
 }
 
-impl Mmu {
+impl IngressMmu {
     /// `headroom[p]` is port `p`'s headroom (ignored with PFC off).
     pub fn new(
         buffer: u64,
@@ -83,11 +72,11 @@ impl Mmu {
         threshold: Threshold,
         pfc: bool,
         headroom: Vec<u64>,
-    ) -> Mmu {
+    ) -> IngressMmu {
         let ports = headroom.len();
         let headroom = if pfc { headroom } else { vec![0; ports] };
         let set_aside = headroom.iter().sum::<u64>() + reserve * ports as u64;
-        Mmu {
+        IngressMmu {
             buffer,
             reserve,
             resume_offset,
@@ -193,7 +182,7 @@ impl Mmu {
     }
 
     /// Bytes of (port, prio) that count against the XOFF threshold: its shared-pool use plus
-    /// any headroom it uses (PAUSE is sent once this reaches [`Mmu::threshold`] or headroom is
+    /// any headroom it uses (PAUSE is sent once this reaches [`IngressMmu::threshold`] or headroom is
     /// touched). Read-only view for load balancers that predict PFC (RLB).
     #[inline]
     pub fn ingress_use(&self, port: usize, prio: u8) -> u64 {
@@ -253,8 +242,8 @@ impl Mmu {
 mod tests {
     use super::*;
 
-    fn mmu(threshold: Threshold, pfc: bool) -> Mmu {
-        Mmu::new(100_000, 1_000, 500, threshold, pfc, vec![10_000; 4])
+    fn mmu(threshold: Threshold, pfc: bool) -> IngressMmu {
+        IngressMmu::new(100_000, 1_000, 500, threshold, pfc, vec![10_000; 4])
     }
 
     #[test]

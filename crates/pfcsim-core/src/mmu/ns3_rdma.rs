@@ -1,0 +1,413 @@
+//! The ns3-rdma model of the MMU (`switch.pfc.model = "ns3-rdma"`): the buffer accounting
+//! and PFC thresholds of `BroadcomNode` in the DCQCN authors' ns-3 simulator
+//! (bobzhuyb/ns3-rdma, `src/network/model/broadcom-node.cc`, as called from
+//! `QbbNetDevice::Send` and `CheckQueueFull` in `src/point-to-point/model/qbb-net-device.cc`).
+//!
+//! What it counts, as that code does, on admission of a packet of `s` bytes on (ingress port
+//! `p`, priority group `q`), all in whole bytes with no reserve taken out:
+//! * `total` (every byte in the switch), `sp[SP(q)]` (the service pool of `q`: pool 1 for
+//!   priority 1, pool 0 for every other), `port[p]` and `pg[p][q]` all grow by `s`;
+//! * headroom `hdrm[p][q]` grows by `s` too if the pool is then over its limit
+//!   (`sp[SP(q)] > pool`); headroom is counted beside `pg`, not instead of it.
+//!
+//! Drop: if `total + s > buffer`, or if `pg + s > pg_min` and `port + s > port_min` and the
+//! pool is over its limit and `hdrm + s > headroom`.
+//!
+//! PAUSE (checked after each admitted packet, for its (p, q)):
+//! * static mode: `pg[p][q] > pg_limit` (20 cells of 1030 B: 20,600 B) or `port[p] >
+//!   port_limit` (4800 cells);
+//! * dynamic mode: `pg[p][q] > pg_min + port_min` and `pg[p][q] - pg_min - port_min >
+//!   alpha x (pool - sp[SP(q)])`, in floating point (alpha = 16 in the code: a PG pauses only
+//!   when the pool is nearly full).
+//!
+//! RESUME (checked after each release of (p, q)'s bytes, while it is pausing):
+//! * static: `pg[p][q] < pg_limit - 2 cells` and `port[p] < 4700 cells`;
+//! * dynamic: `pg[p][q] - pg_min - port_min < alpha x (pool - sp[SP(q)] - 16)`.
+//!
+//! Not modelled (see `docs/fabric.md`, "PFC models"): the code's PAUSE frames carry a 5 µs
+//! pause time, are re-sent on every arriving packet and every 2 µs while the condition holds,
+//! and its RESUME goes out for priority 0 whatever the paused priority (so a data pause ends
+//! when its pause time runs out); here, as in every pfcsim model, one PAUSE holds until its
+//! RESUME. The static mode's port-wide PAUSE (all priorities of the port) and the dynamic
+//! mode's check of every priority of the port are checked for the arriving packet's priority
+//! only. Its egress limits equal the whole buffer and never bind before `total` does.
+
+use super::Admission;
+use crate::port::N_PRIO;
+
+/// The buffer cell of the code (bytes): its thresholds are whole numbers of cells.
+pub const CELL: u64 = 1030;
+
+/// Thresholds of the ns3-rdma model, in bytes (the code's names in brackets).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ns3RdmaParams {
+    /// Every byte in the switch at most (`m_maxBufferBytes`, 9 MB).
+    pub buffer: u64,
+    /// Dynamic threshold (`USE_DYNAMIC_PFC_THRESHOLD 1`, as the code's example configs) or
+    /// static limits.
+    pub dynamic: bool,
+    /// Factor of the dynamic threshold (`m_pg_shared_alpha_cell`, 16).
+    pub alpha: f64,
+    /// Limit of a service pool (`m_buffer_cell_limit_sp`, 4000 cells).
+    pub pool: u64,
+    /// Guarantees of a PG and of a port (`m_pg_min_cell`, `m_port_min_cell`, 1 cell each).
+    pub pg_min: u64,
+    pub port_min: u64,
+    /// Static XOFF and XON of a PG (`m_pg_shared_limit_cell` 20 cells,
+    /// `m_pg_shared_limit_cell_off` 2 cells below).
+    pub pg_limit: u64,
+    pub pg_resume: u64,
+    /// Static XOFF and XON of a port (`m_port_max_shared_cell` 4800 cells,
+    /// `m_port_min_cell_off` 4700 cells).
+    pub port_limit: u64,
+    pub port_resume: u64,
+    /// Headroom of a PG (`m_pg_hdrm_limit`, 100 cells).
+    pub headroom: u64,
+    /// Bytes taken off the free pool in the dynamic XON (`m_pg_shared_alpha_cell_off_diff`,
+    /// 16).
+    pub resume_gap: u64,
+}
+
+impl Ns3RdmaParams {
+    /// The code's values for a switch of `buffer` bytes, with the spec's mode, alpha, pool,
+    /// static PG limit and headroom (`[switch.pfc.ns3_rdma]`); the static XON is 2 cells
+    /// below the PG limit.
+    pub fn new(
+        buffer: u64,
+        dynamic: bool,
+        alpha: f64,
+        pool: u64,
+        pg_limit: u64,
+        headroom: u64,
+    ) -> Self {
+        Ns3RdmaParams {
+            buffer,
+            dynamic,
+            alpha,
+            pool,
+            pg_min: CELL,
+            port_min: CELL,
+            pg_limit,
+            pg_resume: pg_limit.saturating_sub(2 * CELL),
+            port_limit: 4_800 * CELL,
+            port_resume: 4_700 * CELL,
+            headroom,
+            resume_gap: 16,
+        }
+    }
+}
+
+/// What the model holds for one (ingress port, priority group).
+#[derive(Clone, Copy, Debug, Default)]
+struct PgState {
+    /// Every byte charged (guarantee, shared and headroom alike).
+    bytes: u64,
+    /// The part counted as headroom.
+    hdrm: u64,
+    paused: bool,
+}
+
+/// The buffer state of one switch in the ns3-rdma model.
+#[derive(Clone, Debug)]
+pub struct Ns3RdmaMmu {
+    p: Ns3RdmaParams,
+    total: u64,
+    /// Service pools 0 and 1.
+    sp: [u64; 2],
+    port: Vec<u64>,
+    pgs: Vec<PgState>,
+}
+
+/// The service pool of a priority group (`GetIngressSP`: 1 for priority 1, else 0).
+#[inline]
+fn pool_of(prio: u8) -> usize {
+    (prio == 1) as usize
+}
+
+impl Ns3RdmaMmu {
+    pub fn new(p: Ns3RdmaParams, ports: usize) -> Ns3RdmaMmu {
+        Ns3RdmaMmu {
+            p,
+            total: 0,
+            sp: [0; 2],
+            port: vec![0; ports],
+            pgs: vec![PgState::default(); ports * N_PRIO],
+        }
+    }
+
+    #[inline]
+    fn idx(port: usize, prio: u8) -> usize {
+        port * N_PRIO + prio as usize
+    }
+
+    /// `alpha x (pool - used - gap)`, in floating point as the code computes it (negative
+    /// once the pool is over its limit).
+    #[inline]
+    fn dynamic_level(&self, prio: u8, gap: u64) -> f64 {
+        self.p.alpha * (self.p.pool as f64 - self.sp[pool_of(prio)] as f64 - gap as f64)
+    }
+
+    /// `pg - pg_min - port_min`, in floating point (negative below the guarantees).
+    #[inline]
+    fn above_mins(&self, bytes: u64) -> f64 {
+        bytes as f64 - self.p.pg_min as f64 - self.p.port_min as f64
+    }
+
+    /// The XOFF condition of (port, prio) as it stands (`GetPauseClasses`).
+    fn over_xoff(&self, port: usize, prio: u8) -> bool {
+        let pg = self.pgs[Self::idx(port, prio)].bytes;
+        if self.p.dynamic {
+            pg > self.p.pg_min + self.p.port_min
+                && self.above_mins(pg) > self.dynamic_level(prio, 0)
+        } else {
+            self.port[port] > self.p.port_limit || pg > self.p.pg_limit
+        }
+    }
+
+    /// The XON condition of (port, prio) as it stands (`GetResumeClasses`).
+    fn under_xon(&self, port: usize, prio: u8) -> bool {
+        let pg = self.pgs[Self::idx(port, prio)].bytes;
+        if self.p.dynamic {
+            self.above_mins(pg) < self.dynamic_level(prio, self.p.resume_gap)
+        } else {
+            pg < self.p.pg_resume && self.port[port] < self.p.port_resume
+        }
+    }
+
+    /// Admission (`CheckIngressAdmission`), charging (`UpdateIngressAdmission`) and XOFF.
+    #[inline(never)]
+    pub fn arrive(&mut self, port: usize, prio: u8, size: u64) -> Admission {
+        let i = Self::idx(port, prio);
+        let pool = pool_of(prio);
+        let q = self.pgs[i];
+        if self.total + size > self.p.buffer {
+            return Admission::Drop;
+        }
+        if q.bytes + size > self.p.pg_min
+            && self.port[port] + size > self.p.port_min
+            && self.sp[pool] > self.p.pool
+            && q.hdrm + size > self.p.headroom
+        {
+            return Admission::Drop;
+        }
+        self.total += size;
+        self.sp[pool] += size;
+        self.port[port] += size;
+        self.pgs[i].bytes += size;
+        if self.sp[pool] > self.p.pool {
+            self.pgs[i].hdrm += size;
+        }
+        let pause = !self.pgs[i].paused && self.over_xoff(port, prio);
+        self.pgs[i].paused |= pause;
+        Admission::Accept { pause }
+    }
+
+    /// Release (`RemoveFromIngressAdmission`) and XON: `true` if the switch must now send
+    /// RESUME(prio) out of `port`.
+    #[inline(never)]
+    pub fn release(&mut self, port: usize, prio: u8, size: u64) -> bool {
+        let i = Self::idx(port, prio);
+        self.total -= size;
+        self.sp[pool_of(prio)] -= size;
+        self.port[port] -= size;
+        let q = &mut self.pgs[i];
+        q.bytes -= size;
+        q.hdrm = q.hdrm.saturating_sub(size);
+        if q.paused && self.under_xon(port, prio) {
+            self.pgs[i].paused = false;
+            return true;
+        }
+        false
+    }
+
+    pub fn bytes_in_use(&self) -> u64 {
+        self.total
+    }
+
+    /// Static: the PG limit. Dynamic: `alpha x` the free part of pool 0, at least 0.
+    pub fn threshold(&self) -> u64 {
+        if self.p.dynamic {
+            self.dynamic_level(0, 0).max(0.0) as u64
+        } else {
+            self.p.pg_limit
+        }
+    }
+
+    /// Static: nothing. Dynamic: the PG and port guarantees.
+    pub fn reserve(&self) -> u64 {
+        if self.p.dynamic {
+            self.p.pg_min + self.p.port_min
+        } else {
+            0
+        }
+    }
+
+    /// The XON level's distance below the XOFF level.
+    pub fn resume_offset(&self) -> u64 {
+        if self.p.dynamic {
+            (self.p.alpha * self.p.resume_gap as f64) as u64
+        } else {
+            self.p.pg_limit - self.p.pg_resume
+        }
+    }
+
+    /// The bytes of (port, prio) compared with [`Ns3RdmaMmu::threshold`].
+    pub fn ingress_use(&self, port: usize, prio: u8) -> u64 {
+        self.charged(port, prio).saturating_sub(self.reserve())
+    }
+
+    pub fn charged(&self, port: usize, prio: u8) -> u64 {
+        self.pgs[Self::idx(port, prio)].bytes
+    }
+
+    pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
+        self.pgs[Self::idx(port, prio)].paused
+    }
+
+    /// As [`super::IngressMmu::pause_is_stuck`]: RESUME is decided only after a release of
+    /// (port, prio)'s bytes, so it never comes if every charged byte is stuck and no more
+    /// can arrive; otherwise the stuck bytes alone must keep the XON condition false in the
+    /// most favourable state: static, `stuck >= pg_resume`; dynamic, the PG and its pool
+    /// holding only the stuck bytes (the pool holds the PG's bytes, so never fewer).
+    pub fn pause_is_stuck(&self, port: usize, prio: u8, stuck: u64, more_may_arrive: bool) -> bool {
+        let q = &self.pgs[Self::idx(port, prio)];
+        if !q.paused {
+            return false;
+        }
+        if stuck >= q.bytes && !more_may_arrive {
+            return true;
+        }
+        if self.p.dynamic {
+            let level =
+                self.p.alpha * (self.p.pool as f64 - stuck as f64 - self.p.resume_gap as f64);
+            self.above_mins(stuck) >= level
+        } else {
+            stuck >= self.p.pg_resume
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mmu(dynamic: bool) -> Ns3RdmaMmu {
+        // The code's defaults: 9 MB, alpha 16, pool 4000 cells, PG limit 20 cells, headroom
+        // 100 cells.
+        let p = Ns3RdmaParams::new(
+            9_000_000,
+            dynamic,
+            16.0,
+            4_000 * CELL,
+            20 * CELL,
+            100 * CELL,
+        );
+        Ns3RdmaMmu::new(p, 4)
+    }
+
+    /// Static mode: PAUSE once the PG holds more than 20,600 B (every byte counts, no
+    /// reserve taken out); RESUME once it holds less than 18,540 B.
+    #[test]
+    fn static_limit_pauses_above_20_cells_and_resumes_below_18() {
+        let mut m = mmu(false);
+        // 20 packets of 1030 B: exactly the limit, not above it.
+        for _ in 0..20 {
+            assert_eq!(m.arrive(1, 3, CELL), Admission::Accept { pause: false });
+        }
+        assert_eq!(m.charged(1, 3), 20_600);
+        assert_eq!(m.arrive(1, 3, 1), Admission::Accept { pause: true });
+        assert!(m.is_pausing(1, 3) && !m.is_pausing(1, 2) && !m.is_pausing(0, 3));
+        // One PAUSE per XOFF transition.
+        assert_eq!(m.arrive(1, 3, CELL), Admission::Accept { pause: false });
+        // 21,631 B charged: RESUME below 18,540.
+        assert!(!m.release(1, 3, 3 * CELL)); // 18,541
+        assert!(!m.release(1, 3, 1)); // 18,540: not below
+        assert!(m.release(1, 3, 1)); // 18,539
+        assert!(!m.is_pausing(1, 3));
+    }
+
+    /// Dynamic mode: PAUSE when `pg - 2060 > 16 x (4,120,000 - pool use)`, i.e. with one
+    /// PG holding the whole pool, at `pg - 2060 > 16 x (4,120,000 - pg)`: pg > 3,877,768.2.
+    #[test]
+    fn dynamic_threshold_keyed_on_the_free_pool() {
+        let mut m = mmu(true);
+        let mut charged = 0;
+        let pause_at = loop {
+            charged += CELL;
+            if m.arrive(0, 3, CELL) == (Admission::Accept { pause: true }) {
+                break charged;
+            }
+        };
+        // The first multiple of 1030 above 3,877,768.2: 3,765 cells = 3,877,950 B.
+        assert_eq!(pause_at, 3_765 * CELL);
+        // (At 3,764 cells, 3,876,920 - 2,060 <= 16 x (4,120,000 - 3,876,920) = 3,889,280.)
+        assert_eq!(m.threshold(), (16 * (4_120_000 - 3_877_950)) as u64);
+        // Another port's PG, far below, is not paused but sees the same small threshold.
+        assert_eq!(m.arrive(2, 3, CELL), Admission::Accept { pause: false });
+        // XON: pg - 2060 < 16 x (4,120,000 - pool - 16). Pool = pg + 1030 (port 2).
+        // Solve: pg - 2060 < 16 x (4,118,954 - pg) -> pg < 3,876,783.8.
+        let mut released = 0;
+        let resumed_at = loop {
+            released += CELL;
+            if m.release(0, 3, CELL) {
+                break pause_at - released;
+            }
+        };
+        assert_eq!(resumed_at, 3_763 * CELL); // 3,875,890 < 3,876,783.8 < 3,876,920
+    }
+
+    /// Priority 1 has its own service pool: filling pool 0 does not lower its threshold.
+    #[test]
+    fn priority_1_uses_its_own_service_pool() {
+        let mut m = mmu(true);
+        for _ in 0..3_000 {
+            m.arrive(0, 3, CELL);
+        }
+        assert!(m.dynamic_level(3, 0) < m.dynamic_level(1, 0));
+        assert_eq!(m.dynamic_level(1, 0), 16.0 * 4_120_000.0);
+    }
+
+    /// Headroom counts only once the pool is over its limit, and a PG is dropped only when
+    /// its headroom would pass 100 cells then; every release empties the counters.
+    #[test]
+    fn headroom_is_counted_past_the_pool_and_bounds_admission() {
+        let mut m = mmu(false);
+        let mut n = 0;
+        while m.sp[0] <= 4_000 * CELL {
+            assert!(matches!(m.arrive(n % 4, 3, CELL), Admission::Accept { .. }));
+            n += 1;
+        }
+        // The packet that took the pool past its limit was counted as headroom.
+        let over = (0..4)
+            .map(|p| m.pgs[Ns3RdmaMmu::idx(p, 3)].hdrm)
+            .sum::<u64>();
+        assert_eq!(over, CELL);
+        let port = (n - 1) % 4;
+        let mut more = 0;
+        while let Admission::Accept { .. } = m.arrive(port, 3, CELL) {
+            more += 1;
+        }
+        assert_eq!(more, 99); // 100 cells of headroom in all
+        for p in 0..4 {
+            while m.charged(p, 3) > 0 {
+                m.release(p, 3, CELL);
+            }
+        }
+        assert_eq!((m.bytes_in_use(), m.sp[0]), (0, 0));
+        assert!(m.pgs.iter().all(|q| q.hdrm == 0));
+    }
+
+    /// A pause is stuck when its stuck bytes alone keep the XON condition false.
+    #[test]
+    fn a_pause_is_stuck_only_if_no_release_could_lift_it() {
+        let mut m = mmu(false);
+        for _ in 0..21 {
+            m.arrive(1, 3, CELL);
+        }
+        assert!(m.is_pausing(1, 3));
+        assert!(m.pause_is_stuck(1, 3, 21 * CELL, false));
+        assert!(m.pause_is_stuck(1, 3, 18_540, true));
+        assert!(!m.pause_is_stuck(1, 3, 18_539, true));
+        assert!(!m.pause_is_stuck(1, 2, 0, false));
+    }
+}
