@@ -1,22 +1,14 @@
 """The library functions: run, sweep and validate specs, list the schemes and workloads."""
 
+from __future__ import annotations
+
 import os
 import tempfile
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from typing import TYPE_CHECKING, Any
 
 from pfcsim import _core
 from pfcsim._core import SpecError
@@ -34,6 +26,11 @@ from pfcsim.sweep import (
     ray_backend,
     run_sweep,
 )
+
+if TYPE_CHECKING:
+    # rich draws the progress bars and is imported only where one is drawn: a run without
+    # progress (and `import pfcsim`) does without it.
+    from rich.console import Console
 
 #: A progress callback: called with the simulated time in seconds.
 ProgressCallback = Callable[[float], object]
@@ -120,6 +117,8 @@ def sweep(
         raise SpecError(f"workers must be at least 1, got {workers}")
     backend = ray_backend(ray) if ray else process_pool(workers or os.cpu_count() or 1)
     where = f"Ray ({ray})" if ray else f"{workers or os.cpu_count() or 1} local processes"
+    from rich.console import Console
+
     console = Console(stderr=True)
     with _status(console, progress, f"checking {len(loaded.points)} points"):
         points = check(loaded)
@@ -193,6 +192,16 @@ def _arrival_bar(info: Mapping[str, Any], label: str) -> Iterator[ProgressCallba
     after the last arrival the run drains the remaining flows. It disappears when done, and
     is not drawn at all when stderr is not a terminal.
     """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     console = Console(stderr=True)
     console.print(
         f"{label}: {info['flows']} flows on {info['hosts']} hosts, scheme {info['scheme']}",
@@ -251,6 +260,8 @@ def _point_bar(console: Console, name: str, where: str) -> Iterator[PointBarCall
     Prints what will run, then a line for each failed point. Where stderr is not a terminal
     (a log file), it prints a line for every finished point instead of drawing the bar.
     """
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     shown = console.is_interactive or console.is_jupyter
     columns = (
         SpinnerColumn(),

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    # Imported when first used (by `to_pandas`, `_to_polars`): they take a while to load.
+    # Imported when first used (by `to_pandas`, `_to_polars`): they take a while to load, and
+    # neither `pfcsim run` nor `pfcsim.run` needs them (nor pyarrow.compute, which `_total`
+    # imports for `report`).
     import pandas as pd
     import polars as pl
     from matplotlib.figure import Figure
@@ -288,12 +289,22 @@ def _rates_line(stats: dict[str, Any]) -> list[str]:
 
 def _read_tables(folder: Path) -> dict[str, pa.Table]:
     """The tables of run folder `folder`: every one of `TABLES`, and the optional ones it has."""
-    tables = {name: pq.read_table(folder / f"{name}.parquet") for name in TABLES}
+    tables = {name: read_parquet(folder / f"{name}.parquet") for name in TABLES}
     for name in OPTIONAL_TABLES:
         path = folder / f"{name}.parquet"
         if path.is_file():
-            tables[name] = pq.read_table(path)
+            tables[name] = read_parquet(path)
     return tables
+
+
+def read_parquet(path: Path) -> pa.Table:
+    """The table of the Parquet file `path`.
+
+    Read with `ParquetFile`, not `pq.read_table`: the latter goes through `pyarrow.dataset`,
+    whose import loads pandas (about 40 MB and a quarter of a second) when it is installed.
+    """
+    with pq.ParquetFile(path) as f:
+        return f.read()
 
 
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
@@ -331,4 +342,6 @@ def _to_polars(table: pa.Table) -> pl.DataFrame:
 
 def _total(table: pa.Table, column: str) -> int:
     """Sum of an integer column (0 for an empty table)."""
+    import pyarrow.compute as pc
+
     return pc.sum(table[column]).as_py() or 0

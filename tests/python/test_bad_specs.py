@@ -151,7 +151,7 @@ BAD_SPECS = [
         "unknown traffic kind",
         TINY_TOML.replace('"poisson"', '"poison"'),
         "spec.toml (line 12): traffic[0].kind: unknown variant `poison`, expected one of "
-        "`poisson`, `incast`, `background`, `scripted`, `flow_file`, `coflow`",
+        "`poisson`, `incast`, `background`, `scripted`, `flow_file`, `coflow`, `permutation`",
     ),
     (
         "unknown workload",

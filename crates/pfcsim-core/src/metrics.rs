@@ -11,7 +11,7 @@ pub use coflows::{coflow_records, coflow_stats, CoflowRecord, CoflowStats};
 pub struct FlowRecord {
     /// Index of the flow in the run's flow table (0-based, in order of start time).
     pub flow_id: u32,
-    /// Which traffic source made the flow (`poisson`, `incast`, `background`, `scripted`, `flow_file`, `coflow`).
+    /// Which traffic source made the flow (`poisson`, `incast`, `background`, `scripted`, `flow_file`, `coflow`, `permutation`).
     pub source: &'static str,
     /// Index of the `[[traffic]]` entry that made the flow.
     pub generator: u16,

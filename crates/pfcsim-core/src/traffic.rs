@@ -16,6 +16,8 @@
 //!   the file.
 //! * `coflow`: groups of flows that complete together (`traffic/coflow.rs`); each flow
 //!   records its coflow.
+//! * `permutation`: every host sends one flow to another, the destinations a random
+//!   derangement of the hosts (`traffic/permutation.rs`).
 //!
 //! Every random choice comes from the traffic RNG stream of generator `i` (its position in
 //! the spec), so adding a generator does not change the flows of the others.
@@ -31,7 +33,9 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 mod coflow;
+mod permutation;
 pub use coflow::{Arrival, CoflowSize, CoflowSpec, FlowsPerCoflow, PerTime, SizeDist};
+pub use permutation::PermutationSpec;
 
 /// A flow to simulate: who sends how much to whom, when.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,6 +97,7 @@ pub enum TrafficSpec {
     Scripted(ScriptedSpec),
     FlowFile(FlowFileSpec),
     Coflow(CoflowSpec),
+    Permutation(PermutationSpec),
 }
 
 crate::tagged::internally_tagged!(TrafficSpec, "kind");
@@ -313,6 +318,7 @@ impl TrafficSpec {
             TrafficSpec::Scripted(s) => s.transport,
             TrafficSpec::FlowFile(s) => s.transport,
             TrafficSpec::Coflow(s) => s.transport,
+            TrafficSpec::Permutation(s) => s.transport,
         }
     }
 
@@ -561,6 +567,7 @@ impl TrafficSpec {
                 Ok(flows)
             }
             TrafficSpec::Coflow(c) => c.generate(index, ctx, &mut rng),
+            TrafficSpec::Permutation(p) => p.generate(index, ctx, &mut rng),
         }
     }
 }
