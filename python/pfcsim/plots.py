@@ -134,7 +134,7 @@ class FigureRequest:
 
 def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
     """Draws one figure of `store` into `out_dir` as `<kind>.png` and `<kind>.svg`."""
-    return _save(make_figure(store, request), request, out_dir)
+    return _save_and_close(make_figure(store, request), request, out_dir)
 
 
 def make_figure(store: Store, request: FigureRequest) -> Figure:
@@ -189,18 +189,25 @@ def make_figure(store: Store, request: FigureRequest) -> Figure:
     return drawn
 
 
-def _save(figure: Figure, request: FigureRequest, out_dir: Path) -> list[Path]:
-    """Writes `figure` as `<name or kind>.png` and `.svg` into `out_dir`, and closes it."""
-    import matplotlib.pyplot as plt
-
+def save(figure: Figure, request: FigureRequest, out_dir: Path) -> list[Path]:
+    """Writes `figure` as `<name or kind>.png` and `.svg` into `out_dir`; leaves it open."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for suffix in ("png", "svg"):
         path = out_dir / f"{request.name or request.kind}.{suffix}"
         figure.savefig(path, dpi=150, bbox_inches="tight")
         written.append(path)
-    plt.close(figure)
     return written
+
+
+def _save_and_close(figure: Figure, request: FigureRequest, out_dir: Path) -> list[Path]:
+    """`save`, then closes the figure."""
+    import matplotlib.pyplot as plt
+
+    try:
+        return save(figure, request, out_dir)
+    finally:
+        plt.close(figure)
 
 
 def _selected_runs(
@@ -529,7 +536,7 @@ def _label(field: str, runs: pd.DataFrame | None = None) -> str:
 def draw_run(results: Results, request: FigureRequest, out_dir: Path) -> list[Path]:
     """Draws a figure of one run's monitors into `out_dir` (`<kind>.png` and `.svg`)."""
     _check_run_request(request)
-    return _save(run_figure([(None, results)], request), request, out_dir)
+    return _save_and_close(run_figure([(None, results)], request), request, out_dir)
 
 
 def _check_run_request(request: FigureRequest) -> None:

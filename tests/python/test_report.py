@@ -10,6 +10,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
 import pfcsim
 from chromium import Chromium, find_binary
@@ -199,10 +200,22 @@ def test_the_report_command_names_a_bad_store(tmp_path: Path) -> None:
 def test_reproduce_writes_the_report_with_the_experiment_and_its_claims(
     root: Path,  # noqa: F811 (the fixture imported above)
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = tmp_path / "store"
     experiment = reproduce.load_experiment(root, "demo/tiny")
+    # Each of the experiment's figures is drawn once, for its files and the report together.
+    drawn: list[str | None] = []
+    make_figure = plots.make_figure
+
+    def counted(store: pfcsim.Store, request: plots.FigureRequest) -> Figure:
+        drawn.append(request.name)
+        return make_figure(store, request)
+
+    monkeypatch.setattr(plots, "make_figure", counted)
     result = reproduce.reproduce(experiment, quick=True, out=out)
+    named = [name for name in drawn if name is not None]
+    assert named == [f.name for f in experiment.figures] == ["p99", "retx"]
     assert result.report == out / "report.html"
     assert (out / REPRODUCTION_FILE).is_file()
     text = result.report.read_text()
