@@ -193,6 +193,7 @@ impl Simulation {
             drops: 0,
             drops_egress: 0,
             lb_actions: Vec::new(),
+            mmu_frames: Vec::new(),
             seed,
             faults: faults::FaultState::default(),
             held: None,
