@@ -72,6 +72,10 @@ RUN_KINDS = {
     "util": ("link_util", "utilization", ("utilization", "tx_bytes")),
 }
 
+#: The queue monitor's `xoff_bytes` under a PFC model without a per-ingress threshold (the
+#: egress model: u64::MAX, docs/metrics.md): no XOFF line is drawn for it.
+NO_XOFF = 2**64 - 1
+
 #: The figures `pfcsim plot` draws for a store when no kind is named (and the report's).
 STANDARD_KINDS = ("fct-cdf", "vs-load", "buckets", "pause")
 
@@ -615,6 +619,8 @@ def _queue_panel(ax: Axes, rows: pd.DataFrame, results: Results, y: str) -> None
     if y == "ingress_bytes":
         for node in sorted(rows["node"].unique()):
             xoff = rows[rows["node"] == node].drop_duplicates("time_ps")
+            if (xoff["xoff_bytes"] == NO_XOFF).all():
+                continue  # a PFC model without a per-ingress threshold (egress)
             ax.step(
                 xoff["time_ps"] / 1e6,
                 xoff["xoff_bytes"] / 1e3,
