@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pfcsim.results import OPTIONAL_TABLES, TABLES, Results
-from pfcsim.sweep import POINT_FILE, finished_keys
+from pfcsim.sweep import POINT_FILE, finished_keys, unreadable_run
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -400,7 +400,7 @@ def _unreadable(table: str, folders: list[Path], error: Exception) -> ValueError
         try:
             pq.read_schema(folder / f"{table}.parquet")
         except (OSError, pa.ArrowException) as e:
-            return _unreadable_run(folder, f"{table}.parquet", e)
+            return unreadable_run(folder, f"{table}.parquet", e)
     message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
     return ValueError(f"cannot index the {table} tables of {len(folders)} runs: {message}")
 
@@ -449,7 +449,7 @@ def _run_row(folder: Path) -> dict[str, Any]:
     spec = _read_run_file(folder, "spec.toml", lambda f: tomllib.loads(f.read_text()))
     stats = _read_run_file(folder, "stats.json", _json_object)
     if missing := [k for k in ("fingerprint", "end_ps") if k not in stats]:
-        raise _unreadable_run(folder, "stats.json", f"no {' or '.join(missing)}")
+        raise unreadable_run(folder, "stats.json", f"no {' or '.join(missing)}")
     summary = _read_run_file(folder, "summary.parquet", lambda f: pq.read_table(f).to_pylist())
     overall = next((s for s in summary if s["bucket"] == "all"), {})
     row: dict[str, Any] = {
@@ -479,7 +479,7 @@ def _read_run_file(folder: Path, name: str, read: Callable[[Path], Any]) -> Any:
     try:
         return read(folder / name)
     except (OSError, ValueError, pa.ArrowException) as e:
-        raise _unreadable_run(folder, name, e) from None
+        raise unreadable_run(folder, name, e) from None
 
 
 def _json_object(path: Path) -> dict[str, Any]:
@@ -488,14 +488,6 @@ def _json_object(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"a JSON {type(value).__name__}, not an object")
     return value
-
-
-def _unreadable_run(folder: Path, name: str, why: object) -> ValueError:
-    """The error of run folder `folder`, whose file `name` cannot be read because of `why`."""
-    return ValueError(
-        f"run folder {folder} is unreadable: {name}: {why} (remove the folder; a sweep that has "
-        "its point runs it again)"
-    )
 
 
 def _edge_buckets(summary: list[dict[str, Any]]) -> dict[str, Any]:

@@ -624,6 +624,19 @@ def test_an_unreadable_run_is_named_with_its_file_and_why(
     assert capsys.readouterr() == ("", f"error: {error.value}\n")
 
 
+def test_a_sweep_over_a_run_with_unreadable_stats_names_it(
+    monitored_store: Path, tmp_path: Path
+) -> None:
+    """A sweep reads the stored runs' stats.json (which ended early): a broken one is named."""
+    path = _copy_store(monitored_store, tmp_path / "store")
+    victim = path / "runs" / sorted(finished_keys(path))[0]
+    (victim / "stats.json").write_text("{")
+    spec = tomllib.loads(TINY_TOML)
+    spec["monitor"] = [{"kind": "rate", "flows": [0], "min_spacing": "1us"}]
+    with pytest.raises(ValueError, match=f"run folder {victim} is unreadable: stats.json: "):
+        pfcsim.sweep({"base": spec, "grid": {"seed": [1, 2]}}, out=path, workers=1)
+
+
 def test_comparison_averages_seeds_per_scheme_and_load(store: pfcsim.Store) -> None:
     assert store.axes() == ["seed", "scheme", "load"]
     table = store.comparison("fct_p99_us")
