@@ -43,6 +43,8 @@ LEGEND_INSIDE = 8
 MARKERS = {"o": "circle", "s": "square", "^": "triangle", "v": "inverted_triangle", "D": "diamond"}
 #: matplotlib line styles -> Bokeh dash patterns.
 DASHES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dashdot"}
+#: matplotlib step draw styles -> the mode of Bokeh's step glyph.
+STEPS = {"steps-post": "after", "steps-pre": "before", "steps": "before", "steps-mid": "center"}
 
 
 def to_bokeh(figure: Figure) -> LayoutDOM | None:
@@ -158,28 +160,30 @@ def _line(plot: Plot, ax: Axes, line: Any, *, category_x: bool) -> list[Any]:
     x, y = _thin(x, y)
     label = _label(line.get_label())
     color = to_hex(line.get_color())
-    drawstyle = line.get_drawstyle()
-    if drawstyle in ("steps-post", "steps-pre", "steps"):
-        x, y = _steps(x, y, post=drawstyle == "steps-post")
+    step = STEPS.get(line.get_drawstyle())
     columns: dict[str, Any] = {"x": x, "y": y}
     if category_x:
         columns["xt"] = [_tick_label(ax, v) for v in x]
     source = ColumnDataSource(columns)
     renderers = []
-    if line.get_linestyle() not in ("None", " ", ""):
-        renderers.append(
-            plot.line(
-                "x",
-                "y",
-                source=source,
-                color=color,
-                line_width=max(line.get_linewidth(), 1.0),
-                line_dash=DASHES.get(line.get_linestyle(), "solid"),
-                name=label,
-            )
-        )
     marker = line.get_marker()
-    if marker not in (None, "None", "", " "):
+    has_marker = marker not in (None, "None", "", " ")
+    if line.get_linestyle() not in ("None", " ", ""):
+        style = {
+            "source": source,
+            "color": color,
+            "line_width": max(line.get_linewidth(), 1.0),
+            "line_dash": DASHES.get(line.get_linestyle(), "solid"),
+            "name": label,
+        }
+        if step is None:
+            renderers.append(plot.line("x", "y", **style))
+        else:
+            plot.step("x", "y", mode=step, **style)
+            if not has_marker:
+                # Bokeh's step glyph cannot be hovered: its points, unseen, can.
+                renderers.append(plot.scatter("x", "y", source=source, size=8, alpha=0, name=label))
+    if has_marker:
         renderers.append(
             plot.scatter(
                 "x",
@@ -383,12 +387,3 @@ def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keep.extend((start, lowest, highest, start + part.size - 1))
     index = np.unique(np.array(keep))
     return x[index], y[index]
-
-
-def _steps(x: np.ndarray, y: np.ndarray, *, post: bool) -> tuple[np.ndarray, np.ndarray]:
-    """A step line's corners: the value holds until the next x (post) or from the previous one."""
-    import numpy as np
-
-    xs = np.repeat(x, 2)[1:] if post else np.repeat(x, 2)[:-1]
-    ys = np.repeat(y, 2)[:-1] if post else np.repeat(y, 2)[1:]
-    return xs, ys

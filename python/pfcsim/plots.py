@@ -72,6 +72,10 @@ RUN_KINDS = {
     "util": ("link_util", "utilization", ("utilization", "tx_bytes")),
 }
 
+#: The queue monitor's `xoff_bytes` under a PFC model without a per-ingress threshold (the
+#: egress model: u64::MAX, docs/metrics.md): no XOFF line is drawn for it.
+NO_XOFF = 2**64 - 1
+
 #: The figures `pfcsim plot` draws for a store when no kind is named (and the report's).
 STANDARD_KINDS = ("fct-cdf", "vs-load", "buckets", "pause")
 
@@ -134,7 +138,7 @@ class FigureRequest:
 
 def draw(store: Store, request: FigureRequest, out_dir: Path) -> list[Path]:
     """Draws one figure of `store` into `out_dir` as `<kind>.png` and `<kind>.svg`."""
-    return _save(make_figure(store, request), request, out_dir)
+    return _save_and_close(make_figure(store, request), request, out_dir)
 
 
 def make_figure(store: Store, request: FigureRequest) -> Figure:
@@ -189,18 +193,25 @@ def make_figure(store: Store, request: FigureRequest) -> Figure:
     return drawn
 
 
-def _save(figure: Figure, request: FigureRequest, out_dir: Path) -> list[Path]:
-    """Writes `figure` as `<name or kind>.png` and `.svg` into `out_dir`, and closes it."""
-    import matplotlib.pyplot as plt
-
+def save(figure: Figure, request: FigureRequest, out_dir: Path) -> list[Path]:
+    """Writes `figure` as `<name or kind>.png` and `.svg` into `out_dir`; leaves it open."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for suffix in ("png", "svg"):
         path = out_dir / f"{request.name or request.kind}.{suffix}"
         figure.savefig(path, dpi=150, bbox_inches="tight")
         written.append(path)
-    plt.close(figure)
     return written
+
+
+def _save_and_close(figure: Figure, request: FigureRequest, out_dir: Path) -> list[Path]:
+    """`save`, then closes the figure."""
+    import matplotlib.pyplot as plt
+
+    try:
+        return save(figure, request, out_dir)
+    finally:
+        plt.close(figure)
 
 
 def _selected_runs(
@@ -529,7 +540,7 @@ def _label(field: str, runs: pd.DataFrame | None = None) -> str:
 def draw_run(results: Results, request: FigureRequest, out_dir: Path) -> list[Path]:
     """Draws a figure of one run's monitors into `out_dir` (`<kind>.png` and `.svg`)."""
     _check_run_request(request)
-    return _save(run_figure([(None, results)], request), request, out_dir)
+    return _save_and_close(run_figure([(None, results)], request), request, out_dir)
 
 
 def _check_run_request(request: FigureRequest) -> None:
@@ -608,6 +619,8 @@ def _queue_panel(ax: Axes, rows: pd.DataFrame, results: Results, y: str) -> None
     if y == "ingress_bytes":
         for node in sorted(rows["node"].unique()):
             xoff = rows[rows["node"] == node].drop_duplicates("time_ps")
+            if (xoff["xoff_bytes"] == NO_XOFF).all():
+                continue  # a PFC model without a per-ingress threshold (egress)
             ax.step(
                 xoff["time_ps"] / 1e6,
                 xoff["xoff_bytes"] / 1e3,

@@ -126,11 +126,15 @@ def save_reproduction(
     (store_dir / REPRODUCTION_FILE).write_text(text + "\n")
 
 
-def write_report(store: Store, out: Path | None = None) -> Path:
+def write_report(
+    store: Store, out: Path | None = None, *, drawn: list[Figure] | None = None
+) -> Path:
     """Writes the report of `store` to `out` (default `<store>/report.html`); returns the path.
 
     A store view (`Store.only`) shows its runs; otherwise a reproduction's store shows the
-    runs of its current sweep, and any other store all its runs.
+    runs of its current sweep, and any other store all its runs. `drawn`: the experiment's
+    figures already drawn (by `pfcsim reproduce`, in the order of its `reproduction.json`),
+    used (and closed) instead of drawing them again.
     """
     reproduction = _load_reproduction(store.path)
     if store.keys is None and reproduction is not None:
@@ -142,8 +146,12 @@ def write_report(store: Store, out: Path | None = None) -> Path:
     figures: list[tuple[str, list[_Figure]]] = []
     if reproduction is not None:
         requests = [_request(r) for r in reproduction["figures"]]
-        drawn = [_store_figure(store, r, r.title or r.name or r.kind) for r in requests]
-        figures.append(("The experiment's figures", drawn))
+        captions = [r.title or r.name or r.kind for r in requests]
+        if drawn is None:
+            made = [_store_figure(store, r, c) for r, c in zip(requests, captions, strict=True)]
+        else:
+            made = [_converted(f, c) for f, c in zip(drawn, captions, strict=True)]
+        figures.append(("The experiment's figures", made))
     figures.append(("Standard figures", _standard_figures(store, runs, axes)))
     monitors = _monitor_figures(store, runs)
     if monitors:

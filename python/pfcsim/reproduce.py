@@ -233,7 +233,7 @@ def reproduce(
     the experiment in `reproduction.json` either way, so `pfcsim report` can make it later.
     """
     from pfcsim.api import sweep as run_sweep
-    from pfcsim.plots import draw
+    from pfcsim.plots import make_figure, save
     from pfcsim.report import save_reproduction, write_report
     from pfcsim.store import Store
 
@@ -262,16 +262,26 @@ def reproduce(
         dataclasses.replace(request, title=(request.title or experiment.title) + label)
         for request in experiment.figures
     ]
-    for request in titled:
-        result.figures.extend(draw(store, request, store_dir / "figures"))
-    result.claims = [evaluate(claim, store) for claim in experiment.claims]
-    _write_claims(result.claims, store_dir / "claims.csv")
-    keys = [point.key for point in outcome.points]
-    save_reproduction(
-        store_dir, experiment, quick=quick, keys=keys, figures=titled, claims=result.claims
-    )
-    if report and not store.runs.empty:
-        result.report = write_report(store)
+    # Each figure is drawn once: saved as files here, then made interactive by the report.
+    drawn = []
+    try:
+        for request in titled:
+            drawn.append(make_figure(store, request))
+            result.figures.extend(save(drawn[-1], request, store_dir / "figures"))
+        result.claims = [evaluate(claim, store) for claim in experiment.claims]
+        _write_claims(result.claims, store_dir / "claims.csv")
+        keys = [point.key for point in outcome.points]
+        save_reproduction(
+            store_dir, experiment, quick=quick, keys=keys, figures=titled, claims=result.claims
+        )
+        if report and not store.runs.empty:
+            result.report = write_report(store, drawn=drawn)
+    finally:
+        if drawn:  # (pyplot imported after make_figure chose its backend)
+            import matplotlib.pyplot as plt
+
+            for figure in drawn:
+                plt.close(figure)
     return result
 
 

@@ -32,10 +32,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pfcsim.results import OPTIONAL_TABLES, TABLES, Results
-from pfcsim.sweep import POINT_FILE, finished_keys
+from pfcsim.sweep import POINT_FILE, finished_keys, unreadable_run
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     import duckdb
     import pandas as pd
@@ -90,6 +90,32 @@ INCAST_TOTALS = {
     "incasts_finished": "count(ct_ps)",
     "incast_ct_avg_us": "avg(ct_ps) / 1e6",
     "incast_ct_max_us": "max(ct_ps) / 1e6",
+}
+
+#: Columns the tables of a run folder gained after their first version, with their DuckDB
+#: types (from the history of the Parquet writers, crates/pfcsim-core/src/output/writers.rs:
+#: a column added there goes here too). The index has every one of them, NULL for the runs of
+#: older versions, so the totals above and queries naming them work on a store of old runs.
+ADDED_COLUMNS: dict[str, dict[str, str]] = {
+    "flows": {
+        "sport": "USMALLINT",
+        "dport": "USMALLINT",
+        "packets_received": "UBIGINT",
+        "generator": "USMALLINT",
+        "transport": "VARCHAR",
+        "fast_retransmits": "UINTEGER",
+        "dup_acks": "UINTEGER",
+        "coflow": "UINTEGER",
+    },
+    "ports": {
+        "mean_queue_bytes": "DOUBLE",
+        "lb_messages_sent": "UBIGINT",
+        "fault_drops": "UBIGINT",
+        "reorder_queues_max": "UINTEGER",
+        "reorder_queues_mean": "DOUBLE",
+        "egress_drops": "UBIGINT",
+    },
+    "monitor_rate": {"cwnd_bytes": "UBIGINT"},
 }
 
 #: Columns of the `runs` table that name the most-used spec fields.
@@ -331,16 +357,52 @@ def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 def _append_runs(con: duckdb.DuckDBPyConnection, table: str, folders: list[Path]) -> None:
-    """Appends `<table>.parquet` of every run folder in `folders` to `table`, with `run_key`."""
+    """Appends `<table>.parquet` of every run folder in `folders` to `table`, with `run_key`.
+
+    Runs of different pfcsim versions may have different columns: the table gets the union
+    of them, every column of `ADDED_COLUMNS` too, and NULL where a run's file lacks one. A
+    file DuckDB cannot read stops it with a `ValueError` naming the run folder and why.
+    """
+    import duckdb
+
     files = [str(f / f"{table}.parquet") for f in folders]
     select = (
         r"SELECT regexp_extract(filename, '([0-9a-f]{16})[/\\][a-z_]+\.parquet$', 1) AS run_key,"
         " * EXCLUDE (filename) FROM read_parquet(?, filename = true, union_by_name = true)"
     )
-    if _has_table(con, table):
-        con.execute(f"INSERT INTO {table} BY NAME {select}", [files])
-    else:
-        con.execute(f"CREATE TABLE {table} AS {select}", [files])
+    try:
+        if _has_table(con, table):
+            read = con.sql(select, params=[files])
+            _add_columns(con, table, dict(zip(read.columns, map(str, read.types), strict=True)))
+            con.execute(f"INSERT INTO {table} BY NAME {select}", [files])
+        else:
+            con.execute(f"CREATE TABLE {table} AS {select}", [files])
+    except duckdb.Error as e:
+        raise _unreadable(table, folders, e) from None
+    _add_columns(con, table, ADDED_COLUMNS.get(table, {}))
+
+
+def _add_columns(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, str]) -> None:
+    """Adds to `table` those of `columns` (name -> DuckDB type) it lacks, NULL in every row."""
+    have = {row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()}
+    for name, kind in columns.items():
+        if name not in have:
+            con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {kind}')
+
+
+def _unreadable(table: str, folders: list[Path], error: Exception) -> ValueError:
+    """The error of `folders`' `<table>.parquet` files that DuckDB failed to read.
+
+    Names the first run folder whose file Arrow cannot read either (with Arrow's reason), or
+    else gives DuckDB's message.
+    """
+    for folder in folders:
+        try:
+            pq.read_schema(folder / f"{table}.parquet")
+        except (OSError, pa.ArrowException) as e:
+            return unreadable_run(folder, f"{table}.parquet", e)
+    message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    return ValueError(f"cannot index the {table} tables of {len(folders)} runs: {message}")
 
 
 def _rebuild_runs_table(con: duckdb.DuckDBPyConnection, store: Path, keys: list[str]) -> None:
@@ -378,11 +440,17 @@ def _rebuild_runs_table(con: duckdb.DuckDBPyConnection, store: Path, keys: list[
 
 
 def _run_row(folder: Path) -> dict[str, Any]:
-    """The `runs` row of one run folder, before the port and flow totals."""
-    point = json.loads((folder / POINT_FILE).read_text())
-    spec = tomllib.loads((folder / "spec.toml").read_text())
-    stats = json.loads((folder / "stats.json").read_text())
-    summary = pq.read_table(folder / "summary.parquet").to_pylist()
+    """The `runs` row of one run folder, before the port and flow totals.
+
+    A file of the folder that cannot be read stops it with a `ValueError` naming the folder,
+    the file and why.
+    """
+    point = _read_run_file(folder, POINT_FILE, _json_object)
+    spec = _read_run_file(folder, "spec.toml", lambda f: tomllib.loads(f.read_text()))
+    stats = _read_run_file(folder, "stats.json", _json_object)
+    if missing := [k for k in ("fingerprint", "end_ps") if k not in stats]:
+        raise unreadable_run(folder, "stats.json", f"no {' or '.join(missing)}")
+    summary = _read_run_file(folder, "summary.parquet", lambda f: pq.read_table(f).to_pylist())
     overall = next((s for s in summary if s["bucket"] == "all"), {})
     row: dict[str, Any] = {
         "key": folder.name,
@@ -404,6 +472,22 @@ def _run_row(folder: Path) -> dict[str, Any]:
     row.update(flat)
     row[_SPEC_KEYS] = list(flat)
     return row
+
+
+def _read_run_file(folder: Path, name: str, read: Callable[[Path], Any]) -> Any:
+    """`read(folder / name)`; a failure becomes the error of an unreadable run folder."""
+    try:
+        return read(folder / name)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise unreadable_run(folder, name, e) from None
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in file `path` (a `ValueError` if it holds something else)."""
+    value = json.loads(path.read_text())
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def _edge_buckets(summary: list[dict[str, Any]]) -> dict[str, Any]:

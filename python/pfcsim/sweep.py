@@ -348,8 +348,21 @@ def run_sweep(
 
 def _incomplete(folder: Path) -> str | None:
     """The `incomplete` message of the stored run `folder` (None: it ran to its end)."""
-    stats = json.loads((folder / "stats.json").read_text())
+    try:
+        stats = json.loads((folder / "stats.json").read_text())
+        if not isinstance(stats, dict):
+            raise ValueError(f"a JSON {type(stats).__name__}, not an object")
+    except (OSError, ValueError) as e:
+        raise unreadable_run(folder, "stats.json", e) from None
     return stats.get("incomplete")
+
+
+def unreadable_run(folder: Path, name: str, why: object) -> ValueError:
+    """The error of run folder `folder`, whose file `name` cannot be read because of `why`."""
+    return ValueError(
+        f"run folder {folder} is unreadable: {name}: {why} (remove the folder; a sweep that has "
+        "its point runs it again)"
+    )
 
 
 #: How often a sweep looks at the points another sweep is running, while it waits for them.

@@ -89,6 +89,19 @@ def test_results_plot_and_the_plot_command_draw_the_monitor_figures(
     assert "it has the figures queue, pfc-timeline, rate, util, not fct-cdf" in wrong.stderr
 
 
+def test_the_queue_figure_draws_no_xoff_line_for_a_model_without_one(
+    watched: dict[str, Any],
+) -> None:
+    """Under the egress PFC model `xoff_bytes` is u64::MAX: no line, so the queues show."""
+    watched["switch"] = {"pfc": {"model": "egress", "egress": {"xoff": "20KB"}}}
+    watched["monitor"] = [MONITORS[0]]
+    res = pfcsim.run(watched)
+    assert set(res.monitor("queue")["xoff_bytes"]) == {plots.NO_XOFF}
+    ax = res.plot("queue").axes[0]
+    assert not [line for line in ax.get_lines() if line.get_label().startswith("XOFF")]
+    assert ax.get_ylim()[1] < 1e4  # KB: the queues' scale, not 1.8e16
+
+
 def test_the_store_indexes_the_monitor_tables_and_draws_one_panel_per_run(
     watched: dict[str, Any], tmp_path: Path
 ) -> None:

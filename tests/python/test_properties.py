@@ -14,7 +14,7 @@ Whatever the spec:
 - an accepted spec, run under tight guards (`run.max_events`, `run.max_sim_time`, a small
   `run.max_memory`), finishes within them.
 
-Budget: the `ci` profile below, a fixed number of examples drawn deterministically
+Budget: the `ci` profile (conftest.py), a fixed number of examples drawn deterministically
 (`derandomize=True`), about 15 s in all. A longer, random search:
 `PFCSIM_HYPOTHESIS=deep python -m pytest tests/python/test_properties.py` (10,000 examples
 per property; docs/architecture.md, Tests).
@@ -23,7 +23,6 @@ per property; docs/architecture.md, Tests).
 import contextlib
 import io
 import math
-import os
 import re
 import tomllib
 from pathlib import Path
@@ -31,27 +30,11 @@ from typing import Any
 
 import pytest
 import tomli_w
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import pfcsim
 from pfcsim import cli
-
-settings.register_profile(
-    "ci",
-    max_examples=250,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.register_profile(
-    "deep",
-    max_examples=10_000,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.load_profile(os.environ.get("PFCSIM_HYPOTHESIS", "ci"))
 
 #: The guards every accepted spec runs under.
 MAX_EVENTS = 20_000

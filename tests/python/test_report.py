@@ -10,6 +10,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
 import pfcsim
 from chromium import Chromium, find_binary
@@ -199,10 +200,22 @@ def test_the_report_command_names_a_bad_store(tmp_path: Path) -> None:
 def test_reproduce_writes_the_report_with_the_experiment_and_its_claims(
     root: Path,  # noqa: F811 (the fixture imported above)
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = tmp_path / "store"
     experiment = reproduce.load_experiment(root, "demo/tiny")
+    # Each of the experiment's figures is drawn once, for its files and the report together.
+    drawn: list[str | None] = []
+    make_figure = plots.make_figure
+
+    def counted(store: pfcsim.Store, request: plots.FigureRequest) -> Figure:
+        drawn.append(request.name)
+        return make_figure(store, request)
+
+    monkeypatch.setattr(plots, "make_figure", counted)
     result = reproduce.reproduce(experiment, quick=True, out=out)
+    named = [name for name in drawn if name is not None]
+    assert named == [f.name for f in experiment.figures] == ["p99", "retx"]
     assert result.report == out / "report.html"
     assert (out / REPRODUCTION_FILE).is_file()
     text = result.report.read_text()
@@ -287,12 +300,29 @@ def test_a_long_line_is_thinned_to_its_envelope() -> None:
     assert interactive._thin(short, short)[0] is short
 
 
-def test_steps_hold_each_value_until_the_next_point() -> None:
-    x, y = np.array([0.0, 1.0, 3.0]), np.array([5.0, 6.0, 7.0])
-    xs, ys = interactive._steps(x, y, post=True)
-    assert list(zip(xs, ys, strict=True)) == [(0, 5), (1, 5), (1, 6), (3, 6), (3, 7)]
-    xs, ys = interactive._steps(x, y, post=False)
-    assert list(zip(xs, ys, strict=True)) == [(0, 5), (0, 6), (1, 6), (1, 7), (3, 7)]
+def test_a_step_line_is_a_bokeh_step_of_its_points_hovered_at_them() -> None:
+    import matplotlib.pyplot as plt
+    from bokeh.models import HoverTool
+
+    figure, ax = plt.subplots()
+    x, y = [0.0, 1.0, 3.0], [5.0, 6.0, 7.0]
+    ax.step(x, y, where="post", label="post")
+    ax.step(x, y, where="pre", label="pre")
+    ax.legend()
+    layout = interactive.to_bokeh(figure)
+    plt.close(figure)
+    assert layout is not None
+    plot = layout.children[0][0]
+    steps = {r.name: r for r in plot.renderers if r.glyph.__class__.__name__ == "Step"}
+    assert {name: r.glyph.mode for name, r in steps.items()} == {"post": "after", "pre": "before"}
+    (hover,) = [t for t in plot.tools if isinstance(t, HoverTool)]
+    for name, renderer in steps.items():
+        data = renderer.data_source.data
+        assert (list(data["x"]), list(data["y"])) == (x, y), name  # the points, no corners
+        (points,) = [r for r in hover.renderers if r.name == name]
+        assert points.data_source is renderer.data_source
+        assert points.glyph.__class__.__name__ == "Scatter"
+        assert points.glyph.fill_alpha == points.glyph.line_alpha == 0
 
 
 def test_a_series_hidden_in_one_panel_is_hidden_in_every_panel(store: pfcsim.Store) -> None:

@@ -494,6 +494,149 @@ def test_each_run_records_the_pfcsim_version_that_made_it(store: pfcsim.Store) -
     assert runs["pfcsim_version"].notna().sum() == len(runs) - 1
 
 
+@pytest.fixture(scope="module")
+def monitored_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of the tiny spec with a rate monitor, seeds 1 and 2 (copy it before changing it)."""
+    spec = tomllib.loads(TINY_TOML)
+    spec["monitor"] = [{"kind": "rate", "flows": [0], "min_spacing": "1us"}]
+    out = tmp_path_factory.mktemp("monitored") / "store"
+    report = pfcsim.sweep({"base": spec, "grid": {"seed": [1, 2]}}, out=out, workers=1)
+    assert report.complete
+    return out
+
+
+def _copy_store(store: Path, to: Path) -> Path:
+    """A copy of the run folders of `store` in `to`, without its index."""
+    import shutil
+
+    shutil.copytree(store / "runs", to / "runs")
+    return to
+
+
+def _make_old(folder: Path, columns: dict[str, Iterable[str]]) -> None:
+    """Rewrites the run folder's tables without `columns` (table -> names), as older versions."""
+    for table, names in columns.items():
+        path = folder / f"{table}.parquet"
+        pq.write_table(pq.read_table(path).drop(list(names)), path)
+
+
+def test_the_columns_added_over_time_have_the_types_the_writers_give(
+    monitored_store: Path,
+) -> None:
+    """`ADDED_COLUMNS`, which an index of older runs gets as NULL, is typed as runs are now."""
+    from pfcsim.store import ADDED_COLUMNS
+
+    store = pfcsim.open_store(monitored_store)
+    for table, columns in ADDED_COLUMNS.items():
+        types = dict(store.sql(f"DESCRIBE {table}")[["column_name", "column_type"]].values)
+        assert {name: types.get(name) for name in columns} == columns, table
+
+
+def test_a_store_of_runs_older_than_some_columns_opens_with_them_null(
+    monitored_store: Path, tmp_path: Path
+) -> None:
+    """Runs written before a column existed: the index has it, NULL for them, and works."""
+    from pfcsim.store import ADDED_COLUMNS
+
+    path = _copy_store(monitored_store, tmp_path / "store")
+    keys = sorted(finished_keys(path))
+    for key in keys:  # every run old: no file has the columns (the tables are made from them)
+        _make_old(path / "runs" / key, ADDED_COLUMNS)
+    store = pfcsim.open_store(path)
+    runs = store.runs.set_index("key")
+    assert sorted(runs.index) == keys
+    assert runs["traffic0_fct_us"].isna().all()  # from `generator`, NULL for every flow
+    assert runs["lb_messages"].isna().all()
+    assert (runs["flows_finished"] > 0).all()
+    for table, columns in ADDED_COLUMNS.items():
+        nulls = ", ".join(f"count({c}) AS {c}" for c in columns)
+        counts = store.sql(f"SELECT count(*) AS n, {nulls} FROM {table}")
+        assert counts["n"][0] > 0, table
+        assert (counts[list(columns)] == 0).all(axis=None), table
+    # A run of the current version added to that index has its values, the old ones NULL.
+    report = pfcsim.sweep(
+        {"base": tomllib.loads(TINY_TOML), "grid": {"seed": [3]}}, out=path, workers=1
+    )
+    assert report.complete
+    (new,) = set(finished_keys(path)) - set(keys)
+    flows = pfcsim.open_store(path).sql(
+        "SELECT run_key, count(generator) AS tagged, count(*) AS n FROM flows GROUP BY run_key"
+    )
+    tagged = dict(zip(flows["run_key"], flows["tagged"] == flows["n"], strict=True))
+    assert tagged == {new: True} | dict.fromkeys(keys, False)
+
+
+def test_a_column_the_index_lacks_is_added_when_a_run_brings_it(
+    monitored_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column of a newer run that the index of older runs lacks: added, not an error."""
+    import pfcsim.store
+
+    path = _copy_store(monitored_store, tmp_path / "store")
+    old, new = sorted(finished_keys(path))
+    newer = path.parent / "newer"
+    (newer / "runs").mkdir(parents=True)
+    (path / "runs" / new).rename(newer / "runs" / new)
+    _make_old(path / "runs" / old, {"flows": ["dup_acks"]})
+    # As if the column were new and not yet in `ADDED_COLUMNS`.
+    monkeypatch.setattr(pfcsim.store, "ADDED_COLUMNS", {})
+    store = pfcsim.open_store(path)
+    assert "dup_acks" not in set(store.sql("DESCRIBE flows")["column_name"])
+    (newer / "runs" / new).rename(path / "runs" / new)
+    store = pfcsim.open_store(path)
+    got = store.sql("SELECT run_key, count(dup_acks) AS n FROM flows GROUP BY run_key")
+    counts = dict(zip(got["run_key"], got["n"], strict=True))
+    assert counts[old] == 0
+    assert counts[new] == pq.read_table(path / "runs" / new / "flows.parquet").num_rows > 0
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "why"),
+    [
+        ("flows.parquet", b"PAR1 not a Parquet file", "flows.parquet: "),
+        ("ports.parquet", b"", "ports.parquet: "),
+        ("summary.parquet", b"PAR1", "summary.parquet: "),
+        ("monitor_rate.parquet", b"x" * 100, "monitor_rate.parquet: "),
+        ("stats.json", b"{", "stats.json: Expecting"),
+        ("stats.json", b"[1]", "stats.json: a JSON list, not an object"),
+        ("stats.json", b'{"end_ps": 1}', "stats.json: no fingerprint"),
+        ("point.json", b"7", "point.json: a JSON int, not an object"),
+        ("spec.toml", b"seed = ", "spec.toml: "),
+    ],
+)
+def test_an_unreadable_run_is_named_with_its_file_and_why(
+    monitored_store: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    file: str,
+    content: bytes,
+    why: str,
+) -> None:
+    from pfcsim.cli import main
+
+    path = _copy_store(monitored_store, tmp_path / "store")
+    victim = path / "runs" / sorted(finished_keys(path))[1]
+    (victim / file).write_bytes(content)
+    with pytest.raises(ValueError, match="unreadable") as error:
+        pfcsim.open_store(path)
+    assert f"run folder {victim} is unreadable: {why}" in str(error.value)
+    assert main(["results", str(path)]) == 2
+    assert capsys.readouterr() == ("", f"error: {error.value}\n")
+
+
+def test_a_sweep_over_a_run_with_unreadable_stats_names_it(
+    monitored_store: Path, tmp_path: Path
+) -> None:
+    """A sweep reads the stored runs' stats.json (which ended early): a broken one is named."""
+    path = _copy_store(monitored_store, tmp_path / "store")
+    victim = path / "runs" / sorted(finished_keys(path))[0]
+    (victim / "stats.json").write_text("{")
+    spec = tomllib.loads(TINY_TOML)
+    spec["monitor"] = [{"kind": "rate", "flows": [0], "min_spacing": "1us"}]
+    with pytest.raises(ValueError, match=f"run folder {victim} is unreadable: stats.json: "):
+        pfcsim.sweep({"base": spec, "grid": {"seed": [1, 2]}}, out=path, workers=1)
+
+
 def test_comparison_averages_seeds_per_scheme_and_load(store: pfcsim.Store) -> None:
     assert store.axes() == ["seed", "scheme", "load"]
     table = store.comparison("fct_p99_us")

@@ -142,8 +142,10 @@ impl EgressMmu {
         }
     }
 
-    pub fn take_frames(&mut self) -> Vec<Frame> {
-        std::mem::take(&mut self.frames)
+    /// Moves the frames decided since the last call to the end of `into`, in the order
+    /// decided. Both buffers keep their memory, so that a run allocates none per decision.
+    pub fn take_frames(&mut self, into: &mut Vec<Frame>) {
+        into.append(&mut self.frames);
     }
 
     pub fn bytes_in_use(&self) -> u64 {
@@ -198,10 +200,25 @@ mod tests {
             assert_eq!(m.release(1, 3, 3, 1_000), Xon::None);
         }
         assert_eq!(m.release(0, 3, 3, 1_000), Xon::Frames); // 3,000 B left
+        let mut frames = vec![frame(5, 1, true)];
+        m.take_frames(&mut frames);
         assert_eq!(
-            m.take_frames(),
-            vec![frame(0, 3, false), frame(1, 3, false), frame(2, 3, false)]
+            frames,
+            vec![
+                frame(5, 1, true),
+                frame(0, 3, false),
+                frame(1, 3, false),
+                frame(2, 3, false)
+            ],
+            "appended in the order decided"
         );
+        assert!(
+            m.frames.capacity() >= 3,
+            "the MMU keeps its buffer for the next decision"
+        );
+        frames.clear();
+        m.take_frames(&mut frames);
+        assert!(frames.is_empty(), "taken once");
         assert!(!m.is_pausing(0, 3) && !m.is_pausing(2, 3));
         // Below XOFF again: nothing.
         assert_eq!(m.arrive(0, 3, 3, 1_000), no);
@@ -219,7 +236,9 @@ mod tests {
         assert_eq!(m.release(0, 2, 3, 1_000), Xon::None); // queue 2 released it
         assert!(m.is_pausing(0, 3));
         assert_eq!(m.release(0, 3, 3, 1_000), Xon::Frames);
-        assert_eq!(m.take_frames(), vec![frame(0, 3, false)]);
+        let mut frames = Vec::new();
+        m.take_frames(&mut frames);
+        assert_eq!(frames, vec![frame(0, 3, false)]);
         m.release(0, 2, 3, 1_000);
         m.release(0, 3, 3, 1_000);
         assert_eq!(m.bytes_in_use(), 0);

@@ -148,12 +148,12 @@ impl Mmu {
         }
     }
 
-    /// The PFC frames decided by the last [`Mmu::release`] that answered `Frames`, in the
-    /// order decided (empty for the other models).
-    pub fn take_frames(&mut self) -> Vec<Frame> {
-        match self {
-            Mmu::Egress(m) => m.take_frames(),
-            _ => Vec::new(),
+    /// Moves the PFC frames decided by the last [`Mmu::release`] that answered `Frames` to
+    /// the end of `into`, in the order decided (none for the other models). No allocation
+    /// once both buffers have grown to the most frames of one decision.
+    pub fn take_frames(&mut self, into: &mut Vec<Frame>) {
+        if let Mmu::Egress(m) = self {
+            m.take_frames(into);
         }
     }
 

@@ -79,8 +79,14 @@ impl SwitchConfig {
                 self.pfc.alpha
             ));
         }
-        if self.pfc.static_threshold == Some(Bytes(0)) {
-            return Err("switch.pfc.static_threshold: must be above 0, or left out for the dynamic threshold".into());
+        match self.pfc.static_threshold {
+            Some(Bytes(0)) => {
+                return Err("switch.pfc.static_threshold: must be above 0, or left out for the dynamic threshold".into());
+            }
+            Some(t) if t > self.buffer => {
+                return Err(format!("switch.pfc.static_threshold ({t}) is above switch.buffer ({}): no ingress can hold that much, so PFC would never pause; give at most the buffer (e.g. \"256KB\"), or leave it out for the dynamic threshold", self.buffer));
+            }
+            _ => {}
         }
         self.validate_pfc_model()?;
         let check_red = |key: &str, kmin: Bytes, kmax: Bytes, pmax: f64| {
@@ -170,6 +176,9 @@ impl SwitchConfig {
                 };
                 if c.xoff.0 == 0 {
                     return Err("switch.pfc.egress.xoff: must be above 0 (e.g. \"200KB\")".into());
+                }
+                if c.xoff > self.buffer {
+                    return Err(format!("switch.pfc.egress.xoff ({}) is above switch.buffer ({}): no egress queue can reach it, so PFC would never pause; give at most the buffer (e.g. \"200KB\")", c.xoff, self.buffer));
                 }
                 if c.resume_offset > c.xoff {
                     return Err(format!("switch.pfc.egress.resume_offset ({}) is above switch.pfc.egress.xoff ({}); RESUME comes at xoff - resume_offset, so it must be at most xoff", c.resume_offset, c.xoff));

@@ -209,7 +209,7 @@ impl Simulation {
                                 prio,
                                 pause: false,
                             }),
-                            Xon::Frames => frames.extend(sw.mmu.take_frames()),
+                            Xon::Frames => sw.mmu.take_frames(&mut frames),
                         }
                     }
                 }

@@ -135,6 +135,8 @@ pub struct Simulation {
     /// Packets dropped by drop-tail egress limits (`switch.egress_limit`).
     drops_egress: u64,
     lb_actions: Vec<LbAction>,
+    /// The PFC frames of one MMU decision being sent (kept for its memory: `send_mmu_frames`).
+    mmu_frames: Vec<crate::mmu::Frame>,
     /// Seed of the run (fault streams are derived from it when faults start).
     seed: u64,
     /// Faults of the run and the drops they caused (empty without `[[faults]]`).

@@ -11,7 +11,7 @@
 //! in runs with monitors.
 
 use super::events::Look;
-use super::Simulation;
+use super::{CcConfig, Simulation};
 use crate::metrics::{
     LinkUtilSample, MonitorOutput, PfcEvent, QueueSample, RateSample, SchemeSample,
 };
@@ -200,13 +200,19 @@ impl Simulation {
                 break; // not started (flows start in id order), nor are the next ones
             }
             let flow = &self.flows[f as usize];
-            let Some((mut rate, mut target, acked, cnps)) = flow.observe(&self.cfg.cc, t) else {
-                continue;
-            };
             let window = self
                 .tcp
                 .as_ref()
                 .and_then(|tcp| tcp.window_rate(f, flow.line_rate.bps() as f64));
+            // A TCP flow's rate is its window's: the DCQCN state it carries unused is not read.
+            let cc = if window.is_some() {
+                &CcConfig::None
+            } else {
+                &self.cfg.cc
+            };
+            let Some((mut rate, mut target, acked, cnps)) = flow.observe(cc, t) else {
+                continue;
+            };
             if let Some((_, window_rate)) = window {
                 (rate, target) = (window_rate, None);
             }

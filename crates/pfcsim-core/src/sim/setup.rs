@@ -131,6 +131,11 @@ impl Simulation {
             }
         }
         flows.sort_by_key(|f| f.start);
+        // The packet sizes of each transport, for the flows' ideal FCTs.
+        let (roce_wire, tcp_wire) = (
+            cfg.wire_of(TransportKind::Roce),
+            cfg.wire_of(TransportKind::Tcp),
+        );
         // The longest base RTT of a RoCE flow, with the flow: the NIC's timeout must exceed it.
         let mut longest_rtt: Option<(Time, usize, u32, u32)> = None;
         let flows: Vec<FlowState> = flows
@@ -140,10 +145,13 @@ impl Simulation {
                 let dist = &to_host[host_index[f.dst as usize] as usize];
                 let path = representative_path(topo, &adj, dist, f.src, f.dst);
                 let transport = cfg.transport_of(f.generator);
-                let wire = cfg.wire_of(transport);
-                let ideal = ideal_fct(f.size, &path, &wire);
+                let wire = match transport {
+                    TransportKind::Roce => &roce_wire,
+                    TransportKind::Tcp => &tcp_wire,
+                };
+                let ideal = ideal_fct(f.size, &path, wire);
                 if transport == TransportKind::Roce && cfg.nic.rto != Time::ZERO {
-                    let rtt = ideal_fct(wire.payload.0, &path, &wire);
+                    let rtt = ideal_fct(wire.payload.0, &path, wire);
                     if !matches!(longest_rtt, Some((longest, ..)) if longest >= rtt) {
                         longest_rtt = Some((rtt, i, f.src, f.dst));
                     }
@@ -193,6 +201,7 @@ impl Simulation {
             drops: 0,
             drops_egress: 0,
             lb_actions: Vec::new(),
+            mmu_frames: Vec::new(),
             seed,
             faults: faults::FaultState::default(),
             held: None,

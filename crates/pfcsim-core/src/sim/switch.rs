@@ -783,7 +783,9 @@ impl Simulation {
     fn send_mmu_frames(&mut self, s: u32) {
         let sw = &mut self.switches[s as usize];
         let (first, loopback) = (sw.ports.start, sw.loopback);
-        for f in sw.mmu.take_frames() {
+        let mut frames = std::mem::take(&mut self.mmu_frames);
+        sw.mmu.take_frames(&mut frames);
+        for f in frames.drain(..) {
             if loopback.map(|l| l + 1) != Some(f.port) {
                 let kind = if f.pause {
                     PacketKind::Pause
@@ -793,6 +795,7 @@ impl Simulation {
                 self.send_pfc(first + f.port as u32, f.prio, kind);
             }
         }
+        self.mmu_frames = frames;
     }
 
     /// Carries out what a load balancer asked for during its last hook.

@@ -227,6 +227,20 @@ fn a_models_parameters_are_refused_under_another_model() {
         e.contains("switch.pfc.ns3_rdma.static_limit (2KB): must be above 2060B"),
         "{e}"
     );
+    // A threshold no queue can reach: PFC would never pause.
+    let e = spec_error(
+        &spec("model = \"egress\"\negress = { xoff = \"10MB\" }"),
+        "s.toml",
+    );
+    assert!(
+        e.contains("switch.pfc.egress.xoff (10MB) is above switch.buffer (9MB): no egress queue can reach it"),
+        "{e}"
+    );
+    let e = spec_error(&spec("static_threshold = \"10MB\""), "s.toml");
+    assert!(
+        e.contains("switch.pfc.static_threshold (10MB) is above switch.buffer (9MB): no ingress can hold that much"),
+        "{e}"
+    );
     let e = spec_error(&spec("model = \"pfc\""), "s.toml");
     assert!(e.contains("switch.pfc.model: unknown variant `pfc`, expected one of `ingress`, `ns3-rdma`, `egress`"), "{e}");
 }
