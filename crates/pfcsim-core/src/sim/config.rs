@@ -3,7 +3,7 @@
 //! parameters that their types alone cannot express (`SwitchConfig` is defined in
 //! `switch.rs`, `NicConfig` in `host.rs`).
 
-use super::switch::{EgressLimit, PfcConfig, PfcModel};
+use super::switch::{EgressLimit, Ns3RdmaConfig, PfcConfig, PfcModel};
 use super::{NicConfig, SwitchConfig};
 use crate::check::check_range;
 use crate::dcqcn::DcqcnConfig;
@@ -85,6 +85,9 @@ impl SwitchConfig {
             }
             Some(t) if t > self.buffer => {
                 return Err(format!("switch.pfc.static_threshold ({t}) is above switch.buffer ({}): no ingress can hold that much, so PFC would never pause; give at most the buffer (e.g. \"256KB\"), or leave it out for the dynamic threshold", self.buffer));
+            }
+            Some(_) if self.pfc.alpha != PfcConfig::default().alpha => {
+                return Err("switch.pfc.alpha: the dynamic threshold's factor, which switch.pfc.static_threshold replaces; remove alpha, or static_threshold for the dynamic threshold".into());
             }
             _ => {}
         }
@@ -168,6 +171,13 @@ impl SwitchConfig {
                 }
                 if c.headroom.0 == 0 {
                     return Err("switch.pfc.ns3_rdma.headroom: must be above 0 (the code's: 100 cells of 1030 B, \"103000B\")".into());
+                }
+                let code = Ns3RdmaConfig::default();
+                if c.dynamic && c.static_limit != code.static_limit {
+                    return Err("switch.pfc.ns3_rdma.static_limit: the static limit, unused by the dynamic threshold (dynamic = true, the default); set switch.pfc.ns3_rdma.dynamic = false, or remove static_limit".into());
+                }
+                if !c.dynamic && c.alpha != code.alpha {
+                    return Err("switch.pfc.ns3_rdma.alpha: the dynamic threshold's factor, unused with dynamic = false; remove alpha, or set dynamic = true".into());
                 }
             }
             PfcModel::Egress => {

@@ -241,6 +241,33 @@ fn a_models_parameters_are_refused_under_another_model() {
         e.contains("switch.pfc.static_threshold (10MB) is above switch.buffer (9MB): no ingress can hold that much"),
         "{e}"
     );
+    // A parameter the chosen threshold does not use.
+    let e = spec_error(
+        &spec("static_threshold = \"256KB\"\nalpha = 0.125"),
+        "s.toml",
+    );
+    assert!(
+        e.ends_with("switch.pfc.alpha: the dynamic threshold's factor, which switch.pfc.static_threshold replaces; remove alpha, or static_threshold for the dynamic threshold"),
+        "{e}"
+    );
+    let e = spec_error(
+        &spec("model = \"ns3-rdma\"\nns3_rdma = { static_limit = \"30KB\" }"),
+        "s.toml",
+    );
+    assert!(
+        e.contains(
+            "switch.pfc.ns3_rdma.static_limit: the static limit, unused by the dynamic threshold"
+        ),
+        "{e}"
+    );
+    let e = spec_error(
+        &spec("model = \"ns3-rdma\"\nns3_rdma = { dynamic = false, alpha = 8.0 }"),
+        "s.toml",
+    );
+    assert!(
+        e.contains("switch.pfc.ns3_rdma.alpha: the dynamic threshold's factor, unused with dynamic = false"),
+        "{e}"
+    );
     let e = spec_error(&spec("model = \"pfc\""), "s.toml");
     assert!(e.contains("switch.pfc.model: unknown variant `pfc`, expected one of `ingress`, `ns3-rdma`, `egress`"), "{e}");
 }
