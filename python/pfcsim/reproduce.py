@@ -27,6 +27,17 @@ An experiment is a folder `experiments/<group>/<name>/` holding `experiment.toml
     over = "max"                             # "up to": the largest over the other fields
     paper = 0.72
 
+A variant is an experiment run again with some keys changed, say under another PFC model.
+Its folder holds only an `experiment.toml` naming its base experiment; it takes the base's
+sweep, quick version, figures and claims, and changes its sweep as `[quick]` does:
+
+    variant_of = "rlb/fig12"                 # the base experiment, by name
+    title = "PFC-prone variant (egress PFC): Fig. 12 ..."
+    notes = "what differs, and why"
+    [variant]
+    set = { "switch.pfc" = { model = "egress", egress = { xoff = "256KB" } } }
+    grid = { ... }                           # axes replaced (or added), in every grid table
+
 `pfcsim reproduce <group>/<name>` runs the sweep into a store (resumable, local or Ray),
 draws the figures into the store's `figures/` (PNG and SVG), prints the claims next to
 our numbers with their ratio (also written to `claims.csv`), and writes the store's HTML
@@ -57,6 +68,9 @@ if TYPE_CHECKING:
 #: Keys of `experiment.toml`.
 EXPERIMENT_KEYS = ("title", "source", "sweep", "quick", "figure", "claim", "notes")
 QUICK_KEYS = ("note", "set", "grid", "zip")
+#: Keys of a variant's `experiment.toml`, and of its `[variant]` table.
+VARIANT_KEYS = ("variant_of", "title", "source", "notes", "variant")
+VARIANT_TABLE_KEYS = ("set", "grid", "zip")
 FIGURE_KEYS = (
     "name",
     "kind",
@@ -124,27 +138,35 @@ class Experiment:
     figures: list[FigureRequest]
     claims: list[Claim]
     notes: str = ""
+    #: For a variant: the name of its base experiment, and its `[variant]` changes.
+    variant_of: str | None = None
+    variant: dict[str, Any] = field(default_factory=dict)
 
     def sweep(self, *, quick: bool) -> Sweep:
-        """The experiment's sweep, or its reduced version (`[quick]` applied)."""
+        """The experiment's sweep: a variant's changes, then `[quick]` if asked."""
         sweep = load_sweep(self.sweep_path)
-        if not quick:
-            return sweep
-        data = tomllib.loads(sweep.text)
-        data["base"] = copy.deepcopy(sweep.base)
-        for key, value in self.quick.get("set", {}).items():
-            set_key(data["base"], key, value, f"{self.name}: quick.set")
-        # The quick axes replace (or add) their keys in every grid table.
-        grids = data.get("grid", {})
-        tables = [grids] if isinstance(grids, dict) else grids
-        quick_axes = self.quick.get("grid", {})
-        data["grid"] = [
-            {**table, **quick_axes} if isinstance(table, dict) else table for table in tables
-        ]
-        if "zip" in self.quick:
-            data["zip"] = copy.deepcopy(self.quick["zip"])
-        data["name"] = f"{sweep.name}-quick"
-        return load_sweep(data, base_dir=sweep.base_dir)
+        if self.variant_of is not None:
+            sweep = _changed(sweep, self.variant, f"{self.name}: variant", self.name)
+        if quick:
+            sweep = _changed(sweep, self.quick, f"{self.name}: quick", f"{sweep.name}-quick")
+        return sweep
+
+
+def _changed(sweep: Sweep, changes: dict[str, Any], where: str, name: str) -> Sweep:
+    """`sweep` with `changes` (`set`, `grid`, `zip` of `[quick]` or `[variant]`) applied."""
+    data = tomllib.loads(sweep.text)
+    data["base"] = copy.deepcopy(sweep.base)
+    for key, value in changes.get("set", {}).items():
+        set_key(data["base"], key, value, f"{where}.set")
+    # The axes replace (or add) their keys in every grid table.
+    grids = data.get("grid", {})
+    tables = [grids] if isinstance(grids, dict) else grids
+    axes = changes.get("grid", {})
+    data["grid"] = [{**table, **axes} if isinstance(table, dict) else table for table in tables]
+    if "zip" in changes:
+        data["zip"] = copy.deepcopy(changes["zip"])
+    data["name"] = name.replace("/", "-")
+    return load_sweep(data, base_dir=sweep.base_dir)
 
 
 @dataclass
@@ -196,6 +218,8 @@ def load_experiment(root: Path, name: str) -> Experiment:
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: {e}") from None
     where = str(path)
+    if "variant_of" in data:
+        return _load_variant(root, name, data, where)
     _no_unknown(data, EXPERIMENT_KEYS, where)
     for key in ("title", "source", "sweep"):
         if not isinstance(data.get(key), str):
@@ -214,6 +238,41 @@ def load_experiment(root: Path, name: str) -> Experiment:
         figures=figures,
         claims=claims,
         notes=data.get("notes", ""),
+    )
+
+
+def _load_variant(root: Path, name: str, data: dict[str, Any], where: str) -> Experiment:
+    """A variant's `experiment.toml`: its base, with its own title, notes and changes."""
+    _no_unknown(
+        data,
+        VARIANT_KEYS,
+        f"{where} (a variant takes the sweep, [quick], figures and claims of its base)",
+    )
+    base_name = data["variant_of"]
+    if not isinstance(base_name, str):
+        raise SpecError(f'{where}: variant_of: expected an experiment name, e.g. "rlb/fig12"')
+    if not isinstance(data.get("title"), str):
+        raise SpecError(f"{where}: title: expected a string (what the variant changes)")
+    base_path = root / base_name / "experiment.toml"
+    if base_path.is_file() and "variant_of" in tomllib.loads(base_path.read_text("utf-8")):
+        raise SpecError(f"{where}: variant_of: {base_name!r} is itself a variant; name its base")
+    try:
+        base = load_experiment(root, base_name)
+    except SpecError as e:
+        raise SpecError(f"{where}: variant_of: {e}") from None
+    variant = data.get("variant", {})
+    _no_unknown(variant, VARIANT_TABLE_KEYS, f"{where}: variant")
+    if not variant:
+        raise SpecError(f"{where}: variant: give what the variant changes (set, grid or zip)")
+    return dataclasses.replace(
+        base,
+        name=name,
+        folder=root / name,
+        title=data["title"],
+        source=data.get("source", base.source),
+        notes=data.get("notes", base.notes),
+        variant_of=base_name,
+        variant=variant,
     )
 
 

@@ -479,6 +479,73 @@ def test_a_boolean_field_names_itself_in_a_series_name() -> None:
     ]
 
 
+TINY_VARIANT = """\
+variant_of = "demo/tiny"
+title = "Tiny without PFC"
+notes = "the lossy fabric"
+[variant]
+set = { "switch.pfc.enabled" = false }
+grid = { seed = [9] }
+"""
+
+
+def test_a_variant_runs_its_bases_sweep_with_its_changes_and_keeps_its_claims(
+    root: Path,
+) -> None:
+    folder = root / "demo" / "tiny-lossy"
+    folder.mkdir()
+    (folder / "experiment.toml").write_text(TINY_VARIANT)
+    base = reproduce.load_experiment(root, "demo/tiny")
+    variant = reproduce.load_experiment(root, "demo/tiny-lossy")
+    assert (variant.name, variant.title, variant.notes) == (
+        "demo/tiny-lossy",
+        "Tiny without PFC",
+        "the lossy fabric",
+    )
+    assert (variant.source, variant.claims, variant.figures) == (
+        base.source,
+        base.claims,
+        base.figures,
+    )
+    full = variant.sweep(quick=False).points
+    # Its `set` in every point, its axis replacing the base's seeds; the base unchanged.
+    assert {(p.spec["switch"]["pfc"]["enabled"], p.spec["seed"]) for p in full} == {(False, 9)}
+    assert len(full) == 4
+    assert all(p.spec.get("switch", {}).get("pfc") is None for p in base.sweep(quick=False).points)
+    # --quick applies the base's [quick] on top of the variant.
+    quick = variant.sweep(quick=True).points
+    assert {(p.spec["traffic"][0]["load"], p.spec["seed"]) for p in quick} == {(0.3, 9)}
+    assert all(p.spec["switch"]["pfc"]["enabled"] is False for p in quick)
+    assert "demo/tiny-lossy" in [e.name for e in reproduce.list_experiments(root)]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ('title = "Tiny without PFC"', "unknown key `claim`"),
+        ('variant_of = "demo/tiny"', "variant_of: no experiment 'demo/none'"),
+        ("[variant]", "variant: unknown key `colour`"),
+        ("grid = { seed = [9] }", "variant.set: "),
+    ],
+)
+def test_bad_variants_name_the_key(root: Path, edit: str, message: str) -> None:
+    folder = root / "demo" / "tiny-lossy"
+    folder.mkdir()
+    replacement = {
+        'title = "Tiny without PFC"': 'title = "T"\n[[claim]]\ntext = "x"',
+        'variant_of = "demo/tiny"': 'variant_of = "demo/none"',
+        "[variant]": '[variant]\ncolour = "red"',
+        "grid = { seed = [9] }": "",
+    }[edit]
+    text = TINY_VARIANT.replace(edit, replacement, 1)
+    if edit == "grid = { seed = [9] }":
+        text = text.replace('set = { "switch.pfc.enabled" = false }', 'set = { "nope[x]" = 1 }')
+    (folder / "experiment.toml").write_text(text)
+    with pytest.raises(pfcsim.SpecError) as e:
+        reproduce.load_experiment(root, "demo/tiny-lossy").sweep(quick=False)
+    assert message in str(e.value)
+
+
 def test_an_unknown_experiment_lists_the_known_ones(root: Path) -> None:
     with pytest.raises(pfcsim.SpecError) as e:
         reproduce.load_experiment(root, "demo/huge")
