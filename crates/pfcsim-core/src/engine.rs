@@ -209,7 +209,8 @@ impl<E: Copy> EventQueue<E> {
         self.heads[i] = NIL;
         self.occupied[i / 64] &= !(1 << (i % 64));
         if self.current.len() > 1 {
-            self.current.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+            self.current
+                .sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
         }
         self.current_slot = self.current[0].time >> SLOT_BITS;
     }
