@@ -14,8 +14,10 @@ pub const N_PRIO: usize = 8;
 /// The priority of the strict-priority control queue.
 pub const CONTROL_PRIO: u8 = 0;
 
-/// One priority queue of an egress port, with everything an enqueue or dequeue touches.
+/// One priority queue of an egress port, with everything an enqueue or dequeue touches: one
+/// cache line (aligned to one, so that a hop of a packet touches one line of its queue).
 #[derive(Default)]
+#[repr(C, align(64))]
 pub(crate) struct PrioQueue {
     pub(crate) packets: VecDeque<PacketId>,
     pub(crate) bytes: u64,
@@ -29,9 +31,13 @@ pub(crate) struct PrioQueue {
 
 /// Read-only view of a port, also handed to load balancers.
 ///
-/// The fields a packet's hop touches come first, packed into the first three cache lines
-/// (checked by a test): a hop then touches few lines of its port.
-#[repr(C)]
+/// The fields a packet's hop touches come first, packed into the first three cache lines, the
+/// rarer ones (ECN marking above `ecn_kmin`, pauses) in the fourth, then one line per priority
+/// queue; the port is aligned to a cache line, so each of these is one line of memory
+/// (checked by a test). A hop then touches few lines of its port: in a large fabric, whose
+/// thousands of ports do not fit the cache, each line is a miss (an unaligned port spread
+/// each of them over two lines).
+#[repr(C, align(64))]
 pub struct PortState {
     // Line 1: the serializer and the queue totals.
     /// The serializer is busy until this time (the last packet started ends then).
@@ -67,11 +73,13 @@ pub struct PortState {
     pub(crate) peak_queue_bytes: u64,
     /// RED parameters of this egress: marking starts above `ecn_kmin` bytes (u64::MAX: off).
     pub(crate) ecn_kmin: u64,
+    // Line 4: ECN above `ecn_kmin`, pauses, the peer for load balancers.
     pub(crate) ecn_kmax: u64,
     pub(crate) ecn_pmax: f64,
-    pub(crate) prio: [PrioQueue; N_PRIO],
     pub(crate) paused_any_since: Time,
     pub(crate) peer_node: u32,
+    // Lines 5 to 12: the priority queues, one line each.
+    pub(crate) prio: [PrioQueue; N_PRIO],
     /// The counters not kept above.
     pub(crate) rec: PortRecord,
 }
@@ -252,8 +260,17 @@ mod tests {
 
     #[test]
     fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {
+        assert_eq!(std::mem::align_of::<PortState>(), 64);
         assert_eq!(std::mem::offset_of!(PortState, in_flight), 64);
         assert_eq!(std::mem::offset_of!(PortState, queue_integral), 128);
         assert!(std::mem::offset_of!(PortState, ecn_kmin) + 8 <= 192);
+        assert!(std::mem::offset_of!(PortState, peer_node) + 4 <= 256);
+    }
+
+    #[test]
+    fn each_priority_queue_is_one_cache_line_of_its_own() {
+        assert_eq!(std::mem::size_of::<super::PrioQueue>(), 64);
+        assert_eq!(std::mem::align_of::<super::PrioQueue>(), 64);
+        assert_eq!(std::mem::offset_of!(PortState, prio), 256);
     }
 }

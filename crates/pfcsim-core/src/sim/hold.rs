@@ -135,7 +135,7 @@ impl Simulation {
     pub(super) fn lb_ingress(&mut self, s: u32, pid: PacketId) -> Option<u16> {
         let host = self.host_index[self.arena.get(pid).dst as usize] as usize;
         let sw = &mut self.switches[s as usize];
-        let (offset, count) = sw.routes[host];
+        let (offset, count) = sw.route(host);
         let range = offset as usize..offset as usize + count as usize;
         let pkt = self.arena.get_mut(pid);
         let verdict = sw.with_scheme(
@@ -187,7 +187,7 @@ impl Simulation {
     pub(super) fn routed_control_here(&self, s: u32, pid: PacketId) -> bool {
         let sw = &self.switches[s as usize];
         let host = self.host_index[self.arena.get(pid).dst as usize] as usize;
-        let (offset, count) = sw.routes[host];
+        let (offset, count) = sw.route(host);
         let out = sw.ports.start + sw.next_hops[offset as usize] as u32;
         count == 1 && self.host_index[self.ports[out as usize].peer_node as usize] != u32::MAX
     }
@@ -243,7 +243,7 @@ impl Simulation {
     fn routed_egress(&self, s: u32, pkt: &Packet) -> Option<u16> {
         let sw = &self.switches[s as usize];
         let host = self.host_index[pkt.dst as usize] as usize;
-        let (offset, count) = sw.routes[host];
+        let (offset, count) = sw.route(host);
         if count == 0 {
             return None;
         }

@@ -164,7 +164,7 @@ fn path_table(
                 continue;
             }
             let sw = &switches[s];
-            let (offset, count) = sw.routes[dst_host];
+            let (offset, count) = sw.route(dst_host);
             let hops = &sw.next_hops[offset as usize..offset as usize + count as usize];
             // Pushed in reverse so that paths come out in port order.
             for (c, &local) in hops.iter().enumerate().rev() {

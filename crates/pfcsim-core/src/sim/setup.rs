@@ -277,8 +277,10 @@ impl Simulation {
         let switches = shape.switches as f64;
         // `to_host`: a u32 hop distance per (host, node).
         let distances = hosts * (hosts + switches) * size(std::mem::size_of::<u32>());
-        // An (offset, count) route per (switch, host), and at most one u16 next hop per
-        // (switch port facing another switch, host) and one more per host (at its ToR).
+        // A 4-byte route-set index per (switch, host) and the distinct sets' (offset, count)
+        // (at most one per host, a handful in a Clos), counted together as 8 bytes per
+        // (switch, host); and at most one u16 next hop per (switch port facing another
+        // switch, host) and one more per host (at its ToR).
         let routes = switches * hosts * size(std::mem::size_of::<(u32, u16)>())
             + (2.0 * shape.switch_links as f64 + 1.0) * hosts * size(2);
         // Both ends of every link, with their adjacency entries.

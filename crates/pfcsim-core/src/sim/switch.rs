@@ -270,9 +270,15 @@ pub(super) struct Switch {
     pub(super) node: u32,
     /// Global ids of its ports.
     pub(super) ports: Range<u32>,
-    /// For each host (by host index): (offset, count) of its next hops in `next_hops`.
-    pub(super) routes: Vec<(u32, u16)>,
-    /// Local port indices, grouped per destination host.
+    /// For each host (by host index): its set of next hops, an index into `route_sets`.
+    /// Hosts share sets (every host under another leaf has the same next hops at a leaf),
+    /// so this table, read by every packet forwarded and the largest per-switch structure of
+    /// a large fabric (one entry per host in every switch), holds 4 bytes per host instead of
+    /// a copy of the set: 1,024 hosts take 4 KB per switch.
+    route_of: Vec<u32>,
+    /// The distinct sets of next hops: (offset, count) in `next_hops`.
+    route_sets: Vec<(u32, u16)>,
+    /// Local port indices, grouped per set, each set once.
     pub(super) next_hops: Vec<u16>,
     pub(super) mmu: Mmu,
     pub(super) lb: Box<dyn SwitchScheme>,
@@ -306,7 +312,8 @@ impl Switch {
         seed: u64,
     ) -> Result<Switch, SetupError> {
         let neighbours = &adj[node as usize];
-        let (routes, next_hops) = shortest_path_routes(node, neighbours, to_host, |_| false);
+        let (route_of, route_sets, next_hops) =
+            shortest_path_routes(node, neighbours, to_host, |_| false);
         let my_ports = &all_ports[ports.start as usize..ports.end as usize];
         let mtu_wire = cfg.max_data_wire_bytes();
         let mmu = build_mmu(&cfg.switch, my_ports, mtu_wire);
@@ -335,7 +342,8 @@ impl Switch {
         Ok(Switch {
             node,
             ports,
-            routes,
+            route_of,
+            route_sets,
             next_hops,
             mmu,
             lb,
@@ -446,27 +454,36 @@ fn lb_fabric(
 
 /// Next hops of switch `node` towards every host: for host index `i`, the local ports whose
 /// peer is one hop closer to the host in `to_host[i]` (hop distances), skipping links for which
-/// `down(link index)` is true. Returns per host (offset, count) into the port list.
+/// `down(link index)` is true. Returns per host the index of its set of next hops, the
+/// distinct sets as (offset, count) into the port list, and the port list.
 fn shortest_path_routes(
     node: u32,
     neighbours: &[(u32, usize)],
     to_host: &[Vec<u32>],
     down: impl Fn(usize) -> bool,
-) -> (Vec<(u32, u16)>, Vec<u16>) {
-    let mut routes = Vec::with_capacity(to_host.len());
+) -> (Vec<u32>, Vec<(u32, u16)>, Vec<u16>) {
+    let mut route_of = Vec::with_capacity(to_host.len());
+    let mut sets: Vec<(u32, u16)> = Vec::new();
+    let mut index: std::collections::HashMap<Vec<u16>, u32> = std::collections::HashMap::new();
     let mut next_hops = Vec::new();
+    let mut hops = Vec::new();
     for dist in to_host {
-        let offset = next_hops.len() as u32;
+        hops.clear();
         let here = dist[node as usize];
         for (local, &(peer, link)) in neighbours.iter().enumerate() {
             let d = dist[peer as usize];
             if d != u32::MAX && d + 1 == here && !down(link) {
-                next_hops.push(local as u16);
+                hops.push(local as u16);
             }
         }
-        routes.push((offset, (next_hops.len() as u32 - offset) as u16));
+        let set = *index.entry(hops.clone()).or_insert_with(|| {
+            sets.push((next_hops.len() as u32, hops.len() as u16));
+            next_hops.extend_from_slice(&hops);
+            sets.len() as u32 - 1
+        });
+        route_of.push(set);
     }
-    (routes, next_hops)
+    (route_of, sets, next_hops)
 }
 
 impl Switch {
@@ -478,7 +495,14 @@ impl Switch {
         to_host: &[Vec<u32>],
         down: impl Fn(usize) -> bool,
     ) {
-        (self.routes, self.next_hops) = shortest_path_routes(self.node, neighbours, to_host, down);
+        (self.route_of, self.route_sets, self.next_hops) =
+            shortest_path_routes(self.node, neighbours, to_host, down);
+    }
+
+    /// (offset, count) of the next hops towards host index `host` in `next_hops`.
+    #[inline]
+    pub(super) fn route(&self, host: usize) -> (u32, u16) {
+        self.route_sets[self.route_of[host] as usize]
     }
 }
 
@@ -585,7 +609,7 @@ impl Simulation {
         let sw = &mut self.switches[s as usize];
         let pkt = *self.arena.get(pid);
         let host = self.host_index[pkt.dst as usize];
-        let (offset, count) = sw.routes[host as usize];
+        let (offset, count) = sw.route(host as usize);
         let range = offset as usize..offset as usize + count as usize;
         let candidates = &sw.next_hops[range.clone()];
         let out_local = if count == 1 {
