@@ -22,7 +22,7 @@ fn spec(lb: &str, extra: &str) -> String {
     )
 }
 
-/// Runs to the end; returns leaf 6's RLB counters, its latest RTT sample of each uplink (to
+/// Runs to the end; returns leaf 6's RLB counters, its (smoothed) RTT of each uplink (to
 /// spines 9, 10, 11) towards leaf 7 (ToR 1) at 100 us (mid-transfer), and the output.
 fn run(spec: &str) -> (crate::lb::RlbCounters, [Option<Time>; 3], super::RunOutput) {
     let mut sim = rlb_sim(spec);

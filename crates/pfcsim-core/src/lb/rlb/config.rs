@@ -7,7 +7,7 @@ use crate::lb::host::{HostFabric, HostScheme};
 use crate::lb::{Capabilities, LbConfig, LbFabric, Resequencing, SchemeConfig, SwitchScheme};
 use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
-use std::ops::Bound::Excluded;
+use std::ops::Bound::{Excluded, Included};
 
 /// How a PFC warning ends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +33,20 @@ pub enum RttMeasurement {
     /// A 64-byte probe in the data priority per measurement, echoed by the destination leaf:
     /// paths are measured even with no traffic back, at the cost of bandwidth and buffer.
     Probe,
+}
+
+/// Which path Algorithm 1 takes as p_s, the alternative to a warned path p.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Alternative {
+    /// The paper's "suboptimal path": the untried candidate with the smallest measured RTT
+    /// (the path delay Algorithm 1 compares; ties, and switches that measure no RTT: the
+    /// first after p in port order, cyclically).
+    #[default]
+    NextBest,
+    /// The next untried candidate after p in port order, cyclically (the round-robin order
+    /// of Presto and DRB), whatever its RTT.
+    NextPort,
 }
 
 /// RLB parameters (`[lb]` with `scheme = "rlb"`, the wrapped scheme in `[lb.inner]`).
@@ -75,6 +89,13 @@ pub struct RlbConfig {
     /// How path RTTs are measured (default `piggyback`, the prototype's; `probe`: probe
     /// packets, the measurement of earlier versions).
     pub rtt_measurement: RttMeasurement,
+    /// Weight of a new RTT sample in a path's RTT: RTT = (1 - w) x RTT + w x sample (default
+    /// 0.5, the smoothing of Hermes's code, whose RTT measurement the paper follows; 1: the
+    /// latest sample alone). Valid: above 0, at most 1.
+    pub rtt_gain: f64,
+    /// Algorithm 1's p_s (default `next_best`: the untried candidate with the smallest RTT;
+    /// `next_port`: the next candidate in port order).
+    pub alternative: Alternative,
     /// Entries of the per-switch table of recirculating packets (default 4096).
     /// Valid: 1..=16,777,216.
     pub table_size: u32,
@@ -102,6 +123,8 @@ impl Default for RlbConfig {
             fault_threshold: 3.0,
             rtt_period: Time::ZERO,
             rtt_measurement: RttMeasurement::Piggyback,
+            rtt_gain: 0.5,
+            alternative: Alternative::NextBest,
             table_size: 4096,
             inner_follows: false,
             inner: Box::new(LbConfig::Drill(crate::lb::DrillConfig::default())),
@@ -160,6 +183,12 @@ impl SchemeConfig for RlbConfig {
             self.fault_threshold,
             (Excluded(0.0), Excluded(self.max_recirculations as f64)),
             "(the upper bound is lb.max_recirculations; RLB default 3)",
+        )?;
+        check_range(
+            "lb.rtt_gain",
+            self.rtt_gain,
+            (Excluded(0.0), Included(1.0)),
+            "(RLB default 0.5; 1 keeps only the latest sample)",
         )?;
         let remembers = match &*self.inner {
             LbConfig::Drill(d) => d.m > 0,
@@ -278,6 +307,10 @@ mod tests {
             (
                 RlbConfig { interval, ..Default::default() },
                 "lb.interval: 2ms is out of range; use interval <= 1ms (RLB default 0s (the link delay))",
+            ),
+            (
+                RlbConfig { rtt_gain: 0.0, ..Default::default() },
+                "lb.rtt_gain: 0 is out of range; use 0 < rtt_gain <= 1 (RLB default 0.5; 1 keeps only the latest sample)",
             ),
             (
                 RlbConfig { max_recirculations: 0, ..Default::default() },

@@ -73,7 +73,7 @@ mod star;
 #[cfg(test)]
 mod tests;
 
-pub use config::{RlbConfig, RttMeasurement, WarningEnd};
+pub use config::{Alternative, RlbConfig, RttMeasurement, WarningEnd};
 pub use predict::cnm_meta;
 pub use reroute::Decision;
 pub use rtt::Stamps;
@@ -151,9 +151,13 @@ pub struct Rlb {
     n_up: usize,
     base_rtt: Vec<Time>,
     rtt_period: Vec<Time>,
-    /// Per (destination ToR, uplink): the latest RTT sample (0: none yet; the base RTT
-    /// stands in), and the stamps or probes sent.
+    /// Per (destination ToR, uplink): the path's RTT, the samples smoothed by `rtt_gain` (0:
+    /// none yet; the base RTT stands in), and the stamps or probes sent.
     rtt_samples: Vec<Time>,
+    /// Weight of a new RTT sample (`rtt_gain`).
+    rtt_gain: f64,
+    /// Algorithm 1's p_s (`alternative`).
+    alternative: Alternative,
     sent: StampsSent,
     /// RTTs ride on packets (`rtt_measurement = "piggyback"`), not on probes.
     piggyback: bool,
@@ -280,6 +284,8 @@ impl Rlb {
             uplink_index,
             n_up,
             rtt_samples: vec![Time::ZERO; fabric.tors as usize * n_up],
+            rtt_gain: cfg.rtt_gain,
+            alternative: cfg.alternative,
             sent: StampsSent::new(fabric.tors as usize, n_up, rtt::CLOCK),
             base_rtt,
             rtt_period,

@@ -235,7 +235,11 @@ mod tests {
         use crate::port::PortState;
         let roomy = mmu(100_000);
         let mut ports = PortState::test_ports(8, 40_000_000_000, Time::from_ns(200));
-        let mut rlb = leaf(&ecmp_inner());
+        // p_s is the next port (the other paths keep the base RTT, faster than p).
+        let mut rlb = leaf(&crate::lb::rlb::RlbConfig {
+            alternative: crate::lb::rlb::Alternative::NextPort,
+            ..ecmp_inner()
+        });
         let mut sw = switch();
         let pkt = data(2, 7);
         let cands = [2u16, 3, 4, 5];

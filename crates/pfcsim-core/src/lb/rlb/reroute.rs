@@ -1,6 +1,6 @@
 //! Algorithm 1: the egress of a packet whose inner choice is warned, or its recirculation.
 
-use super::Rlb;
+use super::{Alternative, Rlb};
 use crate::packet::Packet;
 use crate::units::Time;
 
@@ -20,9 +20,10 @@ pub enum Decision {
 }
 
 impl Rlb {
-    /// Algorithm 1 for a packet whose inner choice `p` is blocked: the next candidate after
-    /// p in port order is p_s; recirculate if RTT(p_s) - RTT(p) > t_rc, else move to p_s and
-    /// check again. `can_recirculate`: the switch recirculates at all.
+    /// Algorithm 1 for a packet whose inner choice `p` is blocked: p_s is the untried
+    /// candidate with the smallest RTT (`alternative = "next_best"`) or the next one after p
+    /// in port order (`"next_port"`); recirculate if RTT(p_s) - RTT(p) > t_rc, else move to
+    /// p_s and check again. `can_recirculate`: the switch recirculates at all.
     #[allow(clippy::too_many_arguments)]
     pub fn algorithm1(
         &self,
@@ -53,11 +54,18 @@ impl Rlb {
                     rerouted: port != p,
                 };
             }
-            // p_s: the next untried candidate after the current one, cyclically.
-            let Some(next) = (1..n)
+            // p_s among the untried candidates, taken in port order after the current one,
+            // cyclically: the one with the smallest RTT (the first of equals), or the first.
+            let mut untried = (1..n)
                 .map(|k| (cur + k) % n)
-                .find(|&i| tried & (1 << i) == 0)
-            else {
+                .filter(|&i| tried & (1 << i) == 0);
+            let next = match self.alternative {
+                Alternative::NextBest => {
+                    untried.min_by_key(|&i| self.rtt(now, dst_tor, candidates[i]))
+                }
+                Alternative::NextPort => untried.next(),
+            };
+            let Some(next) = next else {
                 break;
             };
             let ps = candidates[next];
@@ -122,12 +130,16 @@ mod tests {
     use crate::lb::{LbConfig, SwitchScheme};
     use crate::packet::LbHeader;
 
-    /// Algorithm 1. Checked to fail with the RTT gap test replaced by "always reroute" and by
+    /// Algorithm 1 (with `alternative = "next_port"`, so that p_s is the next port whatever
+    /// the RTTs). Checked to fail with the RTT gap test replaced by "always reroute" and by
     /// "always recirculate", without the "check again" of a replaced p_s, and with clearing
     /// CNMs ignored.
     #[test]
     fn an_unwarned_choice_is_kept_and_a_warned_one_is_replaced_or_recirculated() {
-        let mut rlb = leaf(&ecmp_inner());
+        let mut rlb = leaf(&RlbConfig {
+            alternative: Alternative::NextPort,
+            ..ecmp_inner()
+        });
         let mut sw = switch();
         let cands = [2u16, 3, 4, 5];
         let pkt = data(2, 0);
@@ -211,6 +223,76 @@ mod tests {
         };
         rlb.on_control(&mut sw.ctx(0), 3, &clear);
         assert!(!rlb.warned(3, 3, Time::ZERO));
+    }
+
+    /// p_s, the alternative to a warned p (uplinks 2..5, p = 3 warned): `next_best` (the
+    /// default) takes the untried candidate with the smallest RTT, port 2 here, not the next
+    /// port 4; `next_port` takes 4. With equal RTTs (or none measured) `next_best` takes the
+    /// next port. The RTT gap to the chosen p_s decides recirculation: the next port's small gap
+    /// would reroute, the best one's large gap is the one compared. Fails if `next_best` takes
+    /// the next port, the largest RTT or the last of equals, and if `next_port` looks at RTTs.
+    #[test]
+    fn the_alternative_is_the_untried_path_with_the_smallest_rtt_or_the_next_port() {
+        let cands = [2u16, 3, 4, 5];
+        let pkt = data(2, 0);
+        let t_rc = Time::from_ns(500);
+        let setup = |alternative, rtts: [u64; 4]| {
+            let mut rlb = leaf(&RlbConfig {
+                alternative,
+                ..ecmp_inner()
+            });
+            let mut sw = switch();
+            for (port, ns) in cands.into_iter().zip(rtts) {
+                rlb.set_rtt(1, port, Time::from_ns(ns));
+            }
+            warn(&mut rlb, &mut sw, 3, 3);
+            rlb
+        };
+        let decide =
+            |rlb: &Rlb, can| rlb.algorithm1(Time::ZERO, &pkt, 3, &cands, Some(1), t_rc, can);
+        // RTTs: 2 is the fastest, 4 the slowest; p = 3 in between.
+        let rtts = [9_000, 10_000, 11_000, 10_200];
+        let best = setup(Alternative::NextBest, rtts);
+        assert_eq!(
+            decide(&best, false),
+            Decision::Forward {
+                port: 2,
+                rerouted: true
+            }
+        );
+        let next = setup(Alternative::NextPort, rtts);
+        assert_eq!(
+            decide(&next, false),
+            Decision::Forward {
+                port: 4,
+                rerouted: true
+            }
+        );
+        // Recirculation is judged against the chosen p_s: the next port (4) is 1 us slower
+        // than p (> t_rc: recirculate), the best (2) is faster (reroute).
+        assert_eq!(
+            decide(&next, true),
+            Decision::Recirculate {
+                charged: Some(4),
+                gap: Time::from_us(1)
+            }
+        );
+        assert_eq!(
+            decide(&best, true),
+            Decision::Forward {
+                port: 2,
+                rerouted: true
+            }
+        );
+        // Equal RTTs: the first of equals in port order after p, the next port.
+        let equal = setup(Alternative::NextBest, [10_000; 4]);
+        assert_eq!(
+            decide(&equal, true),
+            Decision::Forward {
+                port: 4,
+                rerouted: true
+            }
+        );
     }
 
     /// `inner_follows`, around LetFlow: a flowlet whose packet was rerouted off a warned port

@@ -99,11 +99,25 @@ impl Rlb {
         let up = stamp_uplink(echo);
         if echo != 0 && up < self.n_up {
             let rtt = CLOCK.since(ctx.now, echo).max(Time::from_ns(1));
-            self.rtt_samples[from as usize * self.n_up + up] = rtt;
+            self.record_rtt(from as usize * self.n_up + up, rtt);
             self.sent
                 .answered_any(from, up as u8, ctx.now.saturating_sub(rtt));
             self.counters.stamp_returns += 1;
         }
+    }
+
+    /// Folds a new sample into a path's RTT (entry `i` of `rtt_samples`): the first sample
+    /// stands alone, later ones are weighted by `rtt_gain` (an EWMA, as Hermes's code smooths
+    /// its path RTTs).
+    fn record_rtt(&mut self, i: usize, sample: Time) {
+        let old = self.rtt_samples[i];
+        self.rtt_samples[i] = if old == Time::ZERO || self.rtt_gain >= 1.0 {
+            sample
+        } else {
+            let g = self.rtt_gain;
+            let ps = (1.0 - g) * old.ps() as f64 + g * sample.ps() as f64;
+            Time::from_ps((ps.round() as u64).max(1))
+        };
     }
 
     /// The measured RTT of egress `port` towards ToR `dst_tor` (0 where none is measured:
@@ -132,7 +146,7 @@ impl Rlb {
         }
     }
 
-    /// The latest RTT sample of egress `port` towards ToR `dst_tor` (`None`: not measured
+    /// The (smoothed) RTT sample of egress `port` towards ToR `dst_tor` (`None`: not measured
     /// yet, or not an uplink of a ToR).
     pub fn measured_rtt(&self, dst_tor: u32, port: u16) -> Option<Time> {
         let up = *self.uplink_index.get(port as usize)?;
@@ -229,7 +243,7 @@ impl Rlb {
         let rtt = CLOCK
             .since(now, meta >> 10 & CLOCK.mask())
             .max(Time::from_ns(1));
-        self.rtt_samples[tor * self.n_up + up] = rtt;
+        self.record_rtt(tor * self.n_up + up, rtt);
         self.sent
             .answered_any(tor as u32, up as u8, now.saturating_sub(rtt));
         self.counters.echoes += 1;
@@ -390,6 +404,43 @@ mod tests {
         (late.src, late.dst) = (2, 0);
         dst.on_dequeue(&mut sw.ctx(21_000 + 2_200_000), 2, &mut late, &mut wlate);
         assert_eq!(Stamps::of(wlate).echo, 0);
+    }
+
+    /// `rtt_gain`: the first sample of a path stands alone, each later one moves the path's
+    /// RTT by `rtt_gain` of the difference (10 us, then a 20 us sample). Fails with samples
+    /// stored unsmoothed (the 0.5 and 0.25 cases), with the first sample averaged with the
+    /// empty entry, and with the weight applied the wrong way round.
+    #[test]
+    fn a_path_rtt_is_the_ewma_of_its_samples_weighted_by_rtt_gain() {
+        for (gain, expected_ns) in [(0.5, 15_000), (0.25, 12_500), (1.0, 20_000)] {
+            let cfg = RlbConfig {
+                rtt_gain: gain,
+                ..ecmp_inner()
+            };
+            let mut src = leaf(&cfg);
+            let mut sw = switch();
+            let mut back = data(0, 0);
+            (back.src, back.dst) = (2, 0);
+            for (i, (sent, arrived)) in [(1_000u64, 11_000u64), (20_000, 40_000)]
+                .into_iter()
+                .enumerate()
+            {
+                let mut w = Stamps {
+                    stamp: 0,
+                    echo: stamp_word(1, Time::from_ns(sent)),
+                }
+                .word();
+                src.on_arrival(&mut sw.ctx(arrived), &back, &mut w);
+                if i == 0 {
+                    assert_eq!(src.measured_rtt(1, 3), Some(Time::from_us(10)));
+                }
+            }
+            assert_eq!(
+                src.measured_rtt(1, 3),
+                Some(Time::from_ns(expected_ns)),
+                "rtt_gain = {gain}"
+            );
+        }
     }
 
     #[test]
