@@ -158,11 +158,21 @@ def _changed(sweep: Sweep, changes: dict[str, Any], where: str, name: str) -> Sw
     data["base"] = copy.deepcopy(sweep.base)
     for key, value in changes.get("set", {}).items():
         set_key(data["base"], key, value, f"{where}.set")
-    # The axes replace (or add) their keys in every grid table.
+    # The axes replace (or add) their keys in every grid table; an axis setting a whole
+    # table ("switch.pfc") also replaces the axes of keys inside it ("switch.pfc.enabled").
     grids = data.get("grid", {})
     tables = [grids] if isinstance(grids, dict) else grids
     axes = changes.get("grid", {})
-    data["grid"] = [{**table, **axes} if isinstance(table, dict) else table for table in tables]
+
+    def inside_an_axis(key: str) -> bool:
+        return any(key.startswith((f"{axis}.", f"{axis}[")) for axis in axes)
+
+    data["grid"] = [
+        {**{k: v for k, v in table.items() if not inside_an_axis(k)}, **axes}
+        if isinstance(table, dict)
+        else table
+        for table in tables
+    ]
     if "zip" in changes:
         data["zip"] = copy.deepcopy(changes["zip"])
     data["name"] = name.replace("/", "-")
