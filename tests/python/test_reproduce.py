@@ -519,6 +519,18 @@ def test_a_variant_runs_its_bases_sweep_with_its_changes_and_keeps_its_claims(
     assert "demo/tiny-lossy" in [e.name for e in reproduce.list_experiments(root)]
 
 
+def test_a_variant_axis_setting_a_whole_table_replaces_the_axes_inside_it(root: Path) -> None:
+    folder = root / "demo" / "tiny-rps"
+    folder.mkdir()
+    (folder / "experiment.toml").write_text(
+        TINY_VARIANT.replace("grid = { seed = [9] }", 'grid = { lb = [{ scheme = "rps" }] }')
+    )
+    points = reproduce.load_experiment(root, "demo/tiny-rps").sweep(quick=False).points
+    # The base's lb.scheme axis (ecmp, rps) is gone: lb is the variant's alone.
+    assert {p.spec["lb"]["scheme"] for p in points} == {"rps"}
+    assert len(points) == 4  # two loads x two seeds
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
