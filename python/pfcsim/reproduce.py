@@ -37,6 +37,7 @@ sweep, quick version, figures and claims, and changes its sweep as `[quick]` doe
     [variant]
     set = { "switch.pfc" = { model = "egress", egress = { xoff = "256KB" } } }
     grid = { ... }                           # axes replaced (or added), in every grid table
+    drop = ["switch.pfc.enabled"]            # axes of the base's sweep removed
 
 `pfcsim reproduce <group>/<name>` runs the sweep into a store (resumable, local or Ray),
 draws the figures into the store's `figures/` (PNG and SVG), prints the claims next to
@@ -57,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from pfcsim._core import SpecError
 from pfcsim.plots import KINDS, NORMALIZE, FigureRequest, normalized, series_names
-from pfcsim.sweep import load_sweep, set_key
+from pfcsim.sweep import flatten_axes, load_sweep, set_key
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,7 +71,7 @@ EXPERIMENT_KEYS = ("title", "source", "sweep", "quick", "figure", "claim", "note
 QUICK_KEYS = ("note", "set", "grid", "zip")
 #: Keys of a variant's `experiment.toml`, and of its `[variant]` table.
 VARIANT_KEYS = ("variant_of", "title", "source", "notes", "variant")
-VARIANT_TABLE_KEYS = ("set", "grid", "zip")
+VARIANT_TABLE_KEYS = ("set", "grid", "zip", "drop")
 FIGURE_KEYS = (
     "name",
     "kind",
@@ -158,17 +159,20 @@ def _changed(sweep: Sweep, changes: dict[str, Any], where: str, name: str) -> Sw
     data["base"] = copy.deepcopy(sweep.base)
     for key, value in changes.get("set", {}).items():
         set_key(data["base"], key, value, f"{where}.set")
-    # The axes replace (or add) their keys in every grid table; an axis setting a whole
-    # table ("switch.pfc") also replaces the axes of keys inside it ("switch.pfc.enabled").
+    # A variant's `drop` removes axes from every grid table; the axes of `grid` replace (or
+    # add) their keys in every grid table.
     grids = data.get("grid", {})
     tables = [grids] if isinstance(grids, dict) else grids
+    drop = changes.get("drop", [])
     axes = changes.get("grid", {})
-
-    def inside_an_axis(key: str) -> bool:
-        return any(key.startswith((f"{axis}.", f"{axis}[")) for axis in axes)
-
+    if drop:  # by key path: `lb.scheme = [...]` unquoted is a nested table in TOML
+        tables = [flatten_axes(t, "grid", where) if isinstance(t, dict) else t for t in tables]
+        axes = flatten_axes(axes, "grid", where)
+    for axis in drop:
+        if not any(isinstance(t, dict) and axis in t for t in tables):
+            raise SpecError(f"{where}.drop: no grid axis {axis!r} in the base's sweep")
     data["grid"] = [
-        {**{k: v for k, v in table.items() if not inside_an_axis(k)}, **axes}
+        {**{k: v for k, v in table.items() if k not in drop}, **axes}
         if isinstance(table, dict)
         else table
         for table in tables
@@ -272,8 +276,11 @@ def _load_variant(root: Path, name: str, data: dict[str, Any], where: str) -> Ex
         raise SpecError(f"{where}: variant_of: {e}") from None
     variant = data.get("variant", {})
     _no_unknown(variant, VARIANT_TABLE_KEYS, f"{where}: variant")
+    drop = variant.get("drop", [])
+    if not (isinstance(drop, list) and all(isinstance(axis, str) for axis in drop)):
+        raise SpecError(f'{where}: variant.drop: expected a list of axis names, e.g. ["seed"]')
     if not variant:
-        raise SpecError(f"{where}: variant: give what the variant changes (set, grid or zip)")
+        raise SpecError(f"{where}: variant: give what the variant changes (set, grid, zip, drop)")
     return dataclasses.replace(
         base,
         name=name,

@@ -682,7 +682,7 @@ def _axes(data: Mapping[str, Any], origin: str) -> list[list[list[dict[str, Any]
         if not isinstance(grid, Mapping):
             raise SpecError(f"{origin}: {where}: expected a table of key = [values]")
         axes = [
-            [{key: v} for v in values] for key, values in _flatten_axes(grid, where, origin).items()
+            [{key: v} for v in values] for key, values in flatten_axes(grid, where, origin).items()
         ]
         parts.append(axes + zip_axes)
     return parts
@@ -699,7 +699,7 @@ def _zip_axes(data: Mapping[str, Any], origin: str) -> list[list[dict[str, Any]]
         where = "zip" if isinstance(zips, Mapping) else f"zip[{i}]"
         if not isinstance(group, Mapping):
             raise SpecError(f"{origin}: {where}: expected a table of key = [values]")
-        lists = _flatten_axes(group, where, origin)
+        lists = flatten_axes(group, where, origin)
         lengths = {k: len(v) for k, v in lists.items()}
         if len(set(lengths.values())) > 1:
             sizes = ", ".join(f"{k} has {n}" for k, n in lengths.items())
@@ -712,7 +712,7 @@ def _zip_axes(data: Mapping[str, Any], origin: str) -> list[list[dict[str, Any]]
     return axes
 
 
-def _flatten_axes(table: Mapping[str, Any], where: str, origin: str) -> dict[str, list[Any]]:
+def flatten_axes(table: Mapping[str, Any], where: str, origin: str) -> dict[str, list[Any]]:
     """`{key path: values}` from a grid or zip table; nested tables become dotted key paths.
 
     (`lb.scheme = [...]` written unquoted is a nested table in TOML; `"lb.scheme" = [...]`

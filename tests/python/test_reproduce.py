@@ -519,11 +519,13 @@ def test_a_variant_runs_its_bases_sweep_with_its_changes_and_keeps_its_claims(
     assert "demo/tiny-lossy" in [e.name for e in reproduce.list_experiments(root)]
 
 
-def test_a_variant_axis_setting_a_whole_table_replaces_the_axes_inside_it(root: Path) -> None:
+def test_a_variant_drops_axes_of_its_base(root: Path) -> None:
     folder = root / "demo" / "tiny-rps"
     folder.mkdir()
     (folder / "experiment.toml").write_text(
-        TINY_VARIANT.replace("grid = { seed = [9] }", 'grid = { lb = [{ scheme = "rps" }] }')
+        TINY_VARIANT.replace(
+            "grid = { seed = [9] }", 'drop = ["lb.scheme"]\ngrid = { lb = [{ scheme = "rps" }] }'
+        )
     )
     points = reproduce.load_experiment(root, "demo/tiny-rps").sweep(quick=False).points
     # The base's lb.scheme axis (ecmp, rps) is gone: lb is the variant's alone.
@@ -538,6 +540,7 @@ def test_a_variant_axis_setting_a_whole_table_replaces_the_axes_inside_it(root: 
         ('variant_of = "demo/tiny"', "variant_of: no experiment 'demo/none'"),
         ("[variant]", "variant: unknown key `colour`"),
         ("grid = { seed = [9] }", "variant.set: "),
+        ("[variant]\n", "variant.drop: no grid axis 'colour' in the base's sweep"),
     ],
 )
 def test_bad_variants_name_the_key(root: Path, edit: str, message: str) -> None:
@@ -548,6 +551,7 @@ def test_bad_variants_name_the_key(root: Path, edit: str, message: str) -> None:
         'variant_of = "demo/tiny"': 'variant_of = "demo/none"',
         "[variant]": '[variant]\ncolour = "red"',
         "grid = { seed = [9] }": "",
+        "[variant]\n": '[variant]\ndrop = ["colour"]\n',
     }[edit]
     text = TINY_VARIANT.replace(edit, replacement, 1)
     if edit == "grid = { seed = [9] }":
