@@ -341,15 +341,7 @@ impl TrafficSpec {
                 )))
             }
         };
-        let check_priority = |field: &str, p: u8| -> Result<(), TrafficError> {
-            check_range(
-                &format!("{key}.{field}"),
-                p,
-                1..=7,
-                "(0 is the control class)",
-            )
-            .map_err(TrafficError)
-        };
+        let check_priority = |field: &str, p: u8| check_priority(&format!("{key}.{field}"), p);
         let flow = |src, dst, size, start, priority, source| FlowSpec {
             src,
             dst,
@@ -574,6 +566,11 @@ impl TrafficSpec {
 
 /// Refuses `cross_tor_only` (of the entry at `key`) on a topology whose hosts all hang under
 /// one switch: no flow could cross ToRs.
+/// A flow's PFC priority: a data class, 1..=7 (`key` names it in the error).
+pub(crate) fn check_priority(key: &str, priority: u8) -> Result<(), TrafficError> {
+    check_range(key, priority, 1..=7, "(0 is the control class)").map_err(TrafficError)
+}
+
 pub(crate) fn check_cross_tor(topo: &Topology, key: &str) -> Result<(), TrafficError> {
     let tors: std::collections::BTreeSet<u32> = topo
         .hosts

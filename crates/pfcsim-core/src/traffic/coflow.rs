@@ -30,7 +30,6 @@
 //! byte more, so the coflow carries exactly `bytes`).
 
 use super::{FlowSpec, TrafficContext, TrafficError};
-use crate::check::check_range;
 use crate::topology::Topology;
 use crate::units::{Bytes, Time};
 use rand::Rng;
@@ -245,13 +244,7 @@ impl CoflowSpec {
     /// Checks the keys against each other and the topology; `key` is `traffic[i]`.
     fn check(&self, key: &str, topo: &Topology) -> Result<(), TrafficError> {
         let e = |m: String| TrafficError(m);
-        check_range(
-            &format!("{key}.priority"),
-            self.priority,
-            1..=7,
-            "(0 is the control class)",
-        )
-        .map_err(e)?;
+        super::check_priority(&format!("{key}.priority"), self.priority)?;
         let (lo, hi) = self.flows_per_coflow.bounds();
         if lo == 0 || lo > hi {
             return Err(e(format!(

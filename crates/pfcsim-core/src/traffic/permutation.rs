@@ -42,13 +42,7 @@ impl PermutationSpec {
         rng: &mut crate::engine::Rng,
     ) -> Result<Vec<FlowSpec>, TrafficError> {
         let key = format!("traffic[{index}]");
-        crate::check::check_range(
-            &format!("{key}.priority"),
-            self.priority,
-            1..=7,
-            "(0 is the control class)",
-        )
-        .map_err(TrafficError)?;
+        super::check_priority(&format!("{key}.priority"), self.priority)?;
         if self.size.0 == 0 {
             return Err(TrafficError(format!(
                 "{key}.size: permutation flows need a size above 0 (e.g. \"2MB\")"
