@@ -334,17 +334,25 @@ mod tests {
         assert_eq!(order, vec!['b', 'd', 'a', 'c']);
     }
 
-    #[test]
-    fn matches_a_reference_ordering_on_random_schedules() {
-        let mut rng = rng_stream(9, StreamKind::Traffic, 0);
+    /// Schedules and pops at random (`steps` times: schedule with probability `p_schedule`, at
+    /// `now + delta(rng)`, else pop), then pops the rest; checks that everything comes out,
+    /// in (time, insertion) order, which is the reference's sorted order since no event is
+    /// scheduled before the time last popped.
+    fn pops_in_reference_order(
+        stream: u64,
+        steps: usize,
+        p_schedule: f64,
+        mut delta: impl FnMut(&mut crate::engine::Rng) -> u64,
+    ) {
+        let mut rng = rng_stream(stream, StreamKind::Traffic, stream);
         let mut q = EventQueue::default();
         let mut reference = Vec::new();
         let mut now = 0u64;
         let mut seq = 0u32;
         let mut popped = Vec::new();
-        for _ in 0..20_000 {
-            if rng.gen_bool(0.55) {
-                let t = now + rng.gen_range(0..3u64) * rng.gen_range(0..1_000_000u64);
+        for _ in 0..steps {
+            if rng.gen_bool(p_schedule) {
+                let t = now + delta(&mut rng);
                 q.schedule(Time(t), seq);
                 reference.push((t, seq));
                 seq += 1;
@@ -357,89 +365,41 @@ mod tests {
             popped.push((t.0, e));
         }
         reference.sort();
-        // Everything comes out, in (time, insertion) order within what was pending.
-        let mut sorted = popped.clone();
-        sorted.sort();
-        assert_eq!(sorted, reference);
-        assert!(popped
-            .windows(2)
-            .all(|w| w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1)));
+        assert_eq!(popped, reference);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn matches_a_reference_ordering_on_random_schedules() {
+        pops_in_reference_order(9, 20_000, 0.55, |rng| {
+            rng.gen_range(0..3u64) * rng.gen_range(0..1_000_000u64)
+        });
     }
 
     #[test]
     fn near_and_far_events_interleave_in_order() {
         // Events beyond the wheel, at its edge, in the same slot, and at the same time.
         let span = (N_SLOTS as u64) << SLOT_BITS;
-        let mut rng = rng_stream(3, StreamKind::Traffic, 1);
-        let mut q = EventQueue::default();
-        let mut reference = Vec::new();
-        let mut now = 0u64;
-        let mut seq = 0u32;
-        let mut popped = Vec::new();
-        for _ in 0..50_000 {
-            if rng.gen_bool(0.5) {
-                let delta = match rng.gen_range(0..6) {
-                    0 => 0,
-                    1 => rng.gen_range(0..1024),
-                    2 => span - 1024 + rng.gen_range(0..2048),
-                    3 => rng.gen_range(0..4 * span),
-                    4 => rng.gen_range(0..1_000_000_000),
-                    _ => rng.gen_range(0..span),
-                };
-                q.schedule(Time(now + delta), seq);
-                reference.push((now + delta, seq));
-                seq += 1;
-            } else if let Some((t, e)) = q.pop() {
-                now = t.0;
-                popped.push((t.0, e));
-            }
-        }
-        while let Some((t, e)) = q.pop() {
-            popped.push((t.0, e));
-        }
-        reference.sort();
-        let mut sorted = popped.clone();
-        sorted.sort();
-        assert_eq!(sorted, reference);
-        assert!(popped
-            .windows(2)
-            .all(|w| w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1)));
-        assert!(q.is_empty());
+        pops_in_reference_order(3, 50_000, 0.5, |rng| match rng.gen_range(0..6) {
+            0 => 0,
+            1 => rng.gen_range(0..1024),
+            2 => span - 1024 + rng.gen_range(0..2048),
+            3 => rng.gen_range(0..4 * span),
+            4 => rng.gen_range(0..1_000_000_000),
+            _ => rng.gen_range(0..span),
+        });
     }
 
     #[test]
     fn crowded_slots_pop_in_order_with_events_added_to_the_slot_being_popped() {
         // Dozens of events per slot (a large fabric), and while a slot is being popped, new
         // events in it, in earlier slots than those pending, and beyond the wheel.
-        let mut rng = rng_stream(5, StreamKind::Traffic, 2);
-        let mut q = EventQueue::default();
-        let mut reference = Vec::new();
-        let mut now = 0u64;
-        let mut seq = 0u32;
-        let mut popped = Vec::new();
-        for _ in 0..50_000 {
-            if rng.gen_bool(0.5) {
-                let delta = match rng.gen_range(0..4) {
-                    0 => 0,
-                    1 => rng.gen_range(0..(1 << SLOT_BITS)),
-                    2 => rng.gen_range(0..(4 << SLOT_BITS)),
-                    _ => rng.gen_range(0..(1u64 << SLOT_BITS) * (N_SLOTS as u64 + 8)),
-                };
-                q.schedule(Time(now + delta), seq);
-                reference.push((now + delta, seq));
-                seq += 1;
-            } else if let Some((t, e)) = q.pop() {
-                now = t.0;
-                popped.push((t.0, e));
-            }
-        }
-        while let Some((t, e)) = q.pop() {
-            popped.push((t.0, e));
-        }
-        reference.sort();
-        assert_eq!(popped, reference);
-        assert!(q.is_empty());
+        pops_in_reference_order(5, 50_000, 0.5, |rng| match rng.gen_range(0..4) {
+            0 => 0,
+            1 => rng.gen_range(0..(1 << SLOT_BITS)),
+            2 => rng.gen_range(0..(4 << SLOT_BITS)),
+            _ => rng.gen_range(0..(1u64 << SLOT_BITS) * (N_SLOTS as u64 + 8)),
+        });
     }
 
     #[test]
