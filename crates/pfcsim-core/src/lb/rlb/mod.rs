@@ -106,7 +106,8 @@ pub struct RlbCounters {
     pub cnm_clears: u64,
     pub recirculations: u64,
     pub reroutes: u64,
-    /// Recirculations refused by N_rc or `max_recirculations`.
+    /// Recirculations refused by N_rc or `max_recirculations`, or because the loopback's
+    /// ingress would reach its XOFF threshold.
     pub refused_limit: u64,
     /// Recirculations refused by the cumulative-delay rule (eq. 6).
     pub refused_delay: u64,
