@@ -170,8 +170,11 @@ def load_sweep(sweep: SweepLike, base_dir: str | os.PathLike[str] | None = None)
             for part in combo:
                 params.update(part)
             spec = copy.deepcopy(base)
-            for key, value in params.items():
-                set_key(spec, key, copy.deepcopy(value), origin)
+            # A whole table's axis goes before the axes of keys inside it (`traffic[0]`
+            # before `traffic[0].load`), whatever their order in the spec: fewer segments
+            # first, the spec's order among equals.
+            for key in sorted(params, key=lambda k: len(_parse_key(k, origin))):
+                set_key(spec, key, copy.deepcopy(params[key]), origin)
             points.append(Point(len(points), params, spec))
     return Sweep(name, origin, base, spec_dir, points, text)
 

@@ -595,6 +595,25 @@ def test_every_experiment_of_the_repository_runs_quick(name: str, tmp_path: Path
             assert (figures / f"{figure.name or figure.kind}.{suffix}").is_file()
 
 
+def test_every_experiments_sweep_keeps_its_points_through_its_toml_text() -> None:
+    """`reproduce` hands the sweep on as TOML text, which may reorder a grid's axes.
+
+    The points may come out in another order, but with the same specs.
+    """
+    import json
+
+    from pfcsim.sweep import Sweep, load_sweep
+
+    def specs(sweep: Sweep) -> list[str]:
+        return sorted(json.dumps(p.spec, sort_keys=True) for p in sweep.points)
+
+    for experiment in reproduce.list_experiments(REPO_EXPERIMENTS):
+        for quick in (False, True):
+            sweep = experiment.sweep(quick=quick)
+            again = load_sweep(reproduce._as_dict(sweep), base_dir=sweep.base_dir)
+            assert specs(again) == specs(sweep), f"{experiment.name} (quick: {quick})"
+
+
 @pytest.mark.parametrize(
     "name", [e.name for e in reproduce.list_experiments(REPO_EXPERIMENTS)] or ["(none)"]
 )

@@ -126,6 +126,21 @@ def test_grid_tables_are_a_union_of_products_each_crossed_with_the_zips(tiny_fil
     assert [p.index for p in distinct] == [0, 1, 2, 3, 4, 5]
 
 
+def test_a_tables_axis_is_applied_before_the_axes_of_keys_inside_it(tiny_file: Path) -> None:
+    # Written after the load axis, the whole-generator axis must not wipe the load out.
+    generator = {"kind": "poisson", "cdf": "web_search", "duration": "100us"}
+    sweep = load_sweep(
+        {
+            "base": str(tiny_file),
+            "grid": {"traffic[0].load": [0.2, 0.4], "traffic[0]": [generator]},
+        }
+    )
+    assert [p.spec["traffic"][0] for p in sweep.points] == [
+        {**generator, "load": 0.2},
+        {**generator, "load": 0.4},
+    ]
+
+
 @pytest.mark.parametrize(
     ("sweep", "message"),
     [
