@@ -262,7 +262,8 @@ def _load_variant(root: Path, name: str, data: dict[str, Any], where: str) -> Ex
     _no_unknown(
         data,
         VARIANT_KEYS,
-        f"{where} (a variant takes the sweep, [quick], figures and claims of its base)",
+        f"{where} (a variant takes the sweep, figures and claims of its base, and its"
+        " [quick] unless it gives its own)",
     )
     base_name = data["variant_of"]
     if not isinstance(base_name, str):
