@@ -38,6 +38,8 @@ sweep, quick version, figures and claims, and changes its sweep as `[quick]` doe
     set = { "switch.pfc" = { model = "egress", egress = { xoff = "256KB" } } }
     grid = { ... }                           # axes replaced (or added), in every grid table
     drop = ["switch.pfc.enabled"]            # axes of the base's sweep removed
+    [quick]                                  # optional: in place of the base's [quick], when
+    grid = { ... }                           # the base's would replace what the variant changes
 
 `pfcsim reproduce <group>/<name>` runs the sweep into a store (resumable, local or Ray),
 draws the figures into the store's `figures/` (PNG and SVG), prints the claims next to
@@ -70,7 +72,7 @@ if TYPE_CHECKING:
 EXPERIMENT_KEYS = ("title", "source", "sweep", "quick", "figure", "claim", "notes")
 QUICK_KEYS = ("note", "set", "grid", "zip")
 #: Keys of a variant's `experiment.toml`, and of its `[variant]` table.
-VARIANT_KEYS = ("variant_of", "title", "source", "notes", "variant")
+VARIANT_KEYS = ("variant_of", "title", "source", "notes", "variant", "quick")
 VARIANT_TABLE_KEYS = ("set", "grid", "zip", "drop")
 FIGURE_KEYS = (
     "name",
@@ -260,7 +262,8 @@ def _load_variant(root: Path, name: str, data: dict[str, Any], where: str) -> Ex
     _no_unknown(
         data,
         VARIANT_KEYS,
-        f"{where} (a variant takes the sweep, [quick], figures and claims of its base)",
+        f"{where} (a variant takes the sweep, figures and claims of its base, and its"
+        " [quick] unless it gives its own)",
     )
     base_name = data["variant_of"]
     if not isinstance(base_name, str):
@@ -281,6 +284,10 @@ def _load_variant(root: Path, name: str, data: dict[str, Any], where: str) -> Ex
         raise SpecError(f'{where}: variant.drop: expected a list of axis names, e.g. ["seed"]')
     if not variant:
         raise SpecError(f"{where}: variant: give what the variant changes (set, grid, zip, drop)")
+    # Its own [quick], if given, replaces the base's: a base's [quick] that sets a grid axis
+    # whole (say `lb`) would otherwise undo the variant's change of that axis in quick runs.
+    quick = data.get("quick", base.quick)
+    _no_unknown(quick, QUICK_KEYS, f"{where}: quick")
     return dataclasses.replace(
         base,
         name=name,
@@ -288,6 +295,7 @@ def _load_variant(root: Path, name: str, data: dict[str, Any], where: str) -> Ex
         title=data["title"],
         source=data.get("source", base.source),
         notes=data.get("notes", base.notes),
+        quick=quick,
         variant_of=base_name,
         variant=variant,
     )

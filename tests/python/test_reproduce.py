@@ -533,6 +533,23 @@ def test_a_variant_drops_axes_of_its_base(root: Path) -> None:
     assert len(points) == 4  # two loads x two seeds
 
 
+def test_a_variants_own_quick_replaces_its_bases(root: Path) -> None:
+    folder = root / "demo" / "tiny-rps"
+    folder.mkdir()
+    (folder / "experiment.toml").write_text(
+        TINY_VARIANT.replace("grid = { seed = [9] }", 'grid = { lb = [{ scheme = "rps" }] }')
+        + '[quick]\nnote = "rps at one load"\ngrid = { "traffic[0].load" = [0.2], seed = [1] }\n'
+    )
+    variant = reproduce.load_experiment(root, "demo/tiny-rps")
+    assert variant.quick["note"] == "rps at one load"
+    quick = variant.sweep(quick=True).points
+    # The variant's quick, not the base's (load 0.3, 0.5 ms), on top of the variant's lb axis.
+    assert {
+        (p.spec["lb"]["scheme"], p.spec["traffic"][0]["load"], p.spec["seed"]) for p in quick
+    } == {("rps", 0.2, 1)}
+    assert all(p.spec["traffic"][0]["duration"] != "0.5ms" for p in quick)
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -541,6 +558,7 @@ def test_a_variant_drops_axes_of_its_base(root: Path) -> None:
         ("[variant]", "variant: unknown key `colour`"),
         ("grid = { seed = [9] }", "variant.set: "),
         ("[variant]\n", "variant.drop: no grid axis 'colour' in the base's sweep"),
+        ('notes = "the lossy fabric"', "quick: unknown key `colour`"),
     ],
 )
 def test_bad_variants_name_the_key(root: Path, edit: str, message: str) -> None:
@@ -552,6 +570,7 @@ def test_bad_variants_name_the_key(root: Path, edit: str, message: str) -> None:
         "[variant]": '[variant]\ncolour = "red"',
         "grid = { seed = [9] }": "",
         "[variant]\n": '[variant]\ndrop = ["colour"]\n',
+        'notes = "the lossy fabric"': 'notes = "n"\nquick = { colour = "red" }',
     }[edit]
     text = TINY_VARIANT.replace(edit, replacement, 1)
     if edit == "grid = { seed = [9] }":
