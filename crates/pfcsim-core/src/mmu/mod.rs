@@ -45,7 +45,8 @@ pub enum Xon {
     /// The switch must now send RESUME for the packet's (ingress port, priority).
     Resume,
     /// The MMU has PFC frames for the switch to send ([`Mmu::take_frames`]): RESUMEs of
-    /// other ingresses than the packet's (egress model).
+    /// other ingresses than the packet's (egress model; ns3-rdma model, whose XON depends
+    /// on bytes other ingresses share).
     Frames,
 }
 
@@ -137,23 +138,19 @@ impl Mmu {
                     Xon::None
                 }
             }
-            Mmu::Ns3Rdma(m) => {
-                if m.release(port, prio, size) {
-                    Xon::Resume
-                } else {
-                    Xon::None
-                }
-            }
+            Mmu::Ns3Rdma(m) => m.release(port, prio, size),
             Mmu::Egress(m) => m.release(port, out, prio, size),
         }
     }
 
     /// Moves the PFC frames decided by the last [`Mmu::release`] that answered `Frames` to
-    /// the end of `into`, in the order decided (none for the other models). No allocation
+    /// the end of `into`, in the order decided (none for the default model). No allocation
     /// once both buffers have grown to the most frames of one decision.
     pub fn take_frames(&mut self, into: &mut Vec<Frame>) {
-        if let Mmu::Egress(m) = self {
-            m.take_frames(into);
+        match self {
+            Mmu::Ingress(_) => {}
+            Mmu::Ns3Rdma(m) => m.take_frames(into),
+            Mmu::Egress(m) => m.take_frames(into),
         }
     }
 

@@ -20,9 +20,18 @@
 //!   alpha x (pool - sp[SP(q)])`, in floating point (alpha = 16 in the code: a PG pauses only
 //!   when the pool is nearly full).
 //!
-//! RESUME (checked after each release of (p, q)'s bytes, while it is pausing):
+//! RESUME (checked, while (p, q) is pausing, after each release that could make it hold:
+//! in static mode a release from the same port, in dynamic mode a release from the same
+//! service pool, whichever PG it is from):
 //! * static: `pg[p][q] < pg_limit - 2 cells` and `port[p] < 4700 cells`;
 //! * dynamic: `pg[p][q] - pg_min - port_min < alpha x (pool - sp[SP(q)] - 16)`.
+//!
+//! The XON condition depends on counters other PGs share (the pool's use, the port's bytes),
+//! so checking it only at the PG's own releases would leave a PG paused for good once it has
+//! released its last byte while the pool was still full: no release of its own comes after
+//! that. In the code such a PG cannot stay paused: its PAUSE expires after its pause time
+//! unless re-sent, and it is re-sent only while the XOFF condition holds, which needs more
+//! than `pg_min + port_min` bytes.
 //!
 //! Not modelled (see `docs/fabric.md`, "PFC models"): the code's PAUSE frames carry a 5 µs
 //! pause time, are re-sent on every arriving packet and every 2 µs while the condition holds,
@@ -32,7 +41,7 @@
 //! mode's check of every priority of the port are checked for the arriving packet's priority
 //! only. Its egress limits equal the whole buffer and never bind before `total` does.
 
-use super::Admission;
+use super::{Admission, Frame, Xon};
 use crate::port::N_PRIO;
 
 /// The buffer cell of the code (bytes): its thresholds are whole numbers of cells.
@@ -116,6 +125,11 @@ pub struct Ns3RdmaMmu {
     sp: [u64; 2],
     port: Vec<u64>,
     pgs: Vec<PgState>,
+    /// The pausing PGs of each service pool (indices into `pgs`), whose XON a release from
+    /// the pool may make true.
+    pausing: [Vec<usize>; 2],
+    /// RESUMEs decided by the last release that answered [`Xon::Frames`], not yet taken.
+    frames: Vec<Frame>,
 }
 
 /// The service pool of a priority group (`GetIngressSP`: 1 for priority 1, else 0).
@@ -132,6 +146,8 @@ impl Ns3RdmaMmu {
             sp: [0; 2],
             port: vec![0; ports],
             pgs: vec![PgState::default(); ports * N_PRIO],
+            pausing: [Vec::new(), Vec::new()],
+            frames: Vec::new(),
         }
     }
 
@@ -198,26 +214,92 @@ impl Ns3RdmaMmu {
             self.pgs[i].hdrm += size;
         }
         let pause = !self.pgs[i].paused && self.over_xoff(port, prio);
-        self.pgs[i].paused |= pause;
+        if pause {
+            self.pgs[i].paused = true;
+            self.pausing[pool].push(i);
+        }
         Admission::Accept { pause }
     }
 
-    /// Release (`RemoveFromIngressAdmission`) and XON: `true` if the switch must now send
-    /// RESUME(prio) out of `port`.
+    /// Release (`RemoveFromIngressAdmission`) and XON: [`Xon::Resume`] if only (port, prio)
+    /// must now send RESUME, [`Xon::Frames`] if other pausing PGs the release concerns
+    /// (static: the port's, dynamic: the pool's) meet their XON condition too; their RESUMEs
+    /// are then in [`Ns3RdmaMmu::take_frames`], the packet's own first, then by (port,
+    /// priority).
     #[inline(never)]
-    pub fn release(&mut self, port: usize, prio: u8, size: u64) -> bool {
+    pub fn release(&mut self, port: usize, prio: u8, size: u64) -> Xon {
         let i = Self::idx(port, prio);
+        let pool = pool_of(prio);
+        self.frames.clear();
         self.total -= size;
-        self.sp[pool_of(prio)] -= size;
+        self.sp[pool] -= size;
         self.port[port] -= size;
         let q = &mut self.pgs[i];
         q.bytes -= size;
         q.hdrm = q.hdrm.saturating_sub(size);
-        if q.paused && self.under_xon(port, prio) {
+        let own = q.paused && self.under_xon(port, prio);
+        if own {
             self.pgs[i].paused = false;
-            return true;
         }
-        false
+        if self.p.dynamic {
+            let others = self.pausing[pool].len() - own as usize;
+            if others > 0 {
+                for k in 0..self.pausing[pool].len() {
+                    let j = self.pausing[pool][k];
+                    let (jp, jq) = (j / N_PRIO, (j % N_PRIO) as u8);
+                    if j != i && self.under_xon(jp, jq) {
+                        self.pgs[j].paused = false;
+                        self.frames.push(Frame {
+                            port: jp as u16,
+                            prio: jq,
+                            pause: false,
+                        });
+                    }
+                }
+            }
+            if own || !self.frames.is_empty() {
+                let pgs = &self.pgs;
+                self.pausing[pool].retain(|&j| pgs[j].paused);
+            }
+        } else {
+            for jq in 0..N_PRIO as u8 {
+                let j = Self::idx(port, jq);
+                if j != i && self.pgs[j].paused && self.under_xon(port, jq) {
+                    self.pgs[j].paused = false;
+                    let jpool = pool_of(jq);
+                    self.pausing[jpool].retain(|&k| k != j);
+                    self.frames.push(Frame {
+                        port: port as u16,
+                        prio: jq,
+                        pause: false,
+                    });
+                }
+            }
+            if own {
+                self.pausing[pool].retain(|&k| k != i);
+            }
+        }
+        if self.frames.is_empty() {
+            return if own { Xon::Resume } else { Xon::None };
+        }
+        self.frames.sort_unstable_by_key(|f| (f.port, f.prio));
+        if own {
+            self.frames.insert(
+                0,
+                Frame {
+                    port: port as u16,
+                    prio,
+                    pause: false,
+                },
+            );
+        }
+        Xon::Frames
+    }
+
+    /// Moves the RESUMEs decided by the last release that answered [`Xon::Frames`] to the
+    /// end of `into` (both buffers keep their memory).
+    pub fn take_frames(&mut self, into: &mut Vec<Frame>) {
+        into.append(&mut self.frames);
     }
 
     pub fn bytes_in_use(&self) -> u64 {
@@ -264,18 +346,21 @@ impl Ns3RdmaMmu {
         self.pgs[Self::idx(port, prio)].paused
     }
 
-    /// As [`super::IngressMmu::pause_is_stuck`]: RESUME is decided only after a release of
-    /// (port, prio)'s bytes, so it never comes if every charged byte is stuck and no more
-    /// can arrive; otherwise the stuck bytes alone must keep the XON condition false in the
+    /// As [`super::IngressMmu::pause_is_stuck`], except that a release of another PG (of
+    /// the same port, static; of the same pool, dynamic) can also send (port, prio)'s RESUME,
+    /// so a pause whose own bytes are all stuck may still end (`more_may_arrive` does not
+    /// matter): it is stuck only if the stuck bytes alone keep the XON condition false in the
     /// most favourable state: static, `stuck >= pg_resume`; dynamic, the PG and its pool
     /// holding only the stuck bytes (the pool holds the PG's bytes, so never fewer).
-    pub fn pause_is_stuck(&self, port: usize, prio: u8, stuck: u64, more_may_arrive: bool) -> bool {
-        let q = &self.pgs[Self::idx(port, prio)];
-        if !q.paused {
+    pub fn pause_is_stuck(
+        &self,
+        port: usize,
+        prio: u8,
+        stuck: u64,
+        _more_may_arrive: bool,
+    ) -> bool {
+        if !self.pgs[Self::idx(port, prio)].paused {
             return false;
-        }
-        if stuck >= q.bytes && !more_may_arrive {
-            return true;
         }
         if self.p.dynamic {
             let level =
@@ -320,9 +405,9 @@ mod tests {
         // One PAUSE per XOFF transition.
         assert_eq!(m.arrive(1, 3, CELL), Admission::Accept { pause: false });
         // 21,631 B charged: RESUME below 18,540.
-        assert!(!m.release(1, 3, 3 * CELL)); // 18,541
-        assert!(!m.release(1, 3, 1)); // 18,540: not below
-        assert!(m.release(1, 3, 1)); // 18,539
+        assert_eq!(m.release(1, 3, 3 * CELL), Xon::None); // 18,541
+        assert_eq!(m.release(1, 3, 1), Xon::None); // 18,540: not below
+        assert_eq!(m.release(1, 3, 1), Xon::Resume); // 18,539
         assert!(!m.is_pausing(1, 3));
     }
 
@@ -349,7 +434,7 @@ mod tests {
         let mut released = 0;
         let resumed_at = loop {
             released += CELL;
-            if m.release(0, 3, CELL) {
+            if m.release(0, 3, CELL) == Xon::Resume {
                 break pause_at - released;
             }
         };
@@ -397,7 +482,100 @@ mod tests {
         assert!(m.pgs.iter().all(|q| q.hdrm == 0));
     }
 
-    /// A pause is stuck when its stuck bytes alone keep the XON condition false.
+    /// The RESUMEs a release decided, as (port, prio).
+    fn resumes(m: &mut Ns3RdmaMmu, port: usize, prio: u8, size: u64) -> Vec<(u16, u8)> {
+        match m.release(port, prio, size) {
+            Xon::None => vec![],
+            Xon::Resume => vec![(port as u16, prio)],
+            Xon::Frames => {
+                let mut f = vec![];
+                m.take_frames(&mut f);
+                assert!(f.iter().all(|f| !f.pause));
+                f.iter().map(|f| (f.port, f.prio)).collect()
+            }
+        }
+    }
+
+    /// Dynamic: a PG paused while the pool is over its limit, which then releases its last
+    /// byte (its XON still false: the pool is full of port 0's bytes), resumes at the release
+    /// from port 0 that brings the pool back to where its XON holds (`0 - 2060 < 16 x (free -
+    /// 16)`: free above -112.75 B), not never.
+    #[test]
+    fn dynamic_xon_follows_the_pool_not_only_the_pgs_own_releases() {
+        let mut m = mmu(true);
+        for _ in 0..4_010 {
+            m.arrive(0, 3, CELL); // 10 cells over the pool's limit
+        }
+        assert!(m.is_pausing(0, 3));
+        for _ in 0..3 {
+            m.arrive(1, 3, CELL);
+        }
+        assert!(m.is_pausing(1, 3), "3,090 B - 2,060 > 16 x (-10,300)");
+        for _ in 0..3 {
+            assert_eq!(resumes(&mut m, 1, 3, CELL), vec![]);
+        }
+        assert_eq!(m.charged(1, 3), 0);
+        assert!(
+            m.is_pausing(1, 3),
+            "empty, but the pool is still 10 cells over"
+        );
+        // 9 cells over, ..., 1 cell over (1,030 B > 112.75 B): still paused.
+        for _ in 0..9 {
+            assert_eq!(resumes(&mut m, 0, 3, CELL), vec![]);
+        }
+        // Free room 0: port 1's XON holds (-2,060 < -256), port 0's does not.
+        assert_eq!(resumes(&mut m, 0, 3, CELL), vec![(1, 3)]);
+        assert!(!m.is_pausing(1, 3) && m.is_pausing(0, 3));
+        assert_eq!(m.pausing[0], vec![Ns3RdmaMmu::idx(0, 3)]);
+        // Port 0 resumes later, alone, at its own release.
+        let mut n = 0;
+        let own = loop {
+            n += 1;
+            let r = resumes(&mut m, 0, 3, CELL);
+            if !r.is_empty() {
+                break r;
+            }
+        };
+        assert_eq!((own, n), (vec![(0, 3)], 236));
+        assert!(m.pausing[0].is_empty());
+    }
+
+    /// Static: a PG paused by its port's total (more than 4800 cells) resumes at the release
+    /// of another priority of that port that takes the port below 4700 cells, its own bytes
+    /// being gone. (A pool as large as the buffer, so that nothing is dropped.)
+    #[test]
+    fn static_xon_follows_the_port_total() {
+        let p = Ns3RdmaParams::new(9_000_000, false, 16.0, 9_000_000, 20 * CELL, 100 * CELL);
+        let mut m = Ns3RdmaMmu::new(p, 4);
+        for _ in 0..200 {
+            m.arrive(2, 2, CELL);
+        }
+        for _ in 0..4_700 {
+            m.arrive(2, 4, CELL);
+        }
+        // The port holds 4,900 cells (5,047,000 B): PAUSE for the arriving priority 3.
+        assert_eq!(m.arrive(2, 3, 500), Admission::Accept { pause: true });
+        assert!(
+            m.is_pausing(2, 2) && m.is_pausing(2, 4),
+            "both past 20 cells"
+        );
+        assert_eq!(
+            resumes(&mut m, 2, 3, 500),
+            vec![],
+            "the port is over 4,700 cells"
+        );
+        assert!(m.is_pausing(2, 3));
+        // Priority 4's releases take the port down; below 4,700 cells (4,841,000 B) at the
+        // 201st (4,839,970 B). Priorities 2 and 4 keep more than 18 cells: still paused.
+        for _ in 0..200 {
+            assert_eq!(resumes(&mut m, 2, 4, CELL), vec![]);
+        }
+        assert_eq!(resumes(&mut m, 2, 4, CELL), vec![(2, 3)]);
+        assert!(m.is_pausing(2, 2) && m.is_pausing(2, 4) && !m.is_pausing(2, 3));
+    }
+
+    /// A pause is stuck when its stuck bytes alone keep the XON condition false, even if all
+    /// its bytes are stuck: another PG's release can still lift it.
     #[test]
     fn a_pause_is_stuck_only_if_no_release_could_lift_it() {
         let mut m = mmu(false);
@@ -409,5 +587,17 @@ mod tests {
         assert!(m.pause_is_stuck(1, 3, 18_540, true));
         assert!(!m.pause_is_stuck(1, 3, 18_539, true));
         assert!(!m.pause_is_stuck(1, 2, 0, false));
+        let mut d = mmu(true);
+        for _ in 0..4_010 {
+            d.arrive(0, 3, CELL);
+        }
+        for _ in 0..3 {
+            d.arrive(1, 3, CELL);
+        }
+        assert!(
+            !d.pause_is_stuck(1, 3, 3 * CELL, false),
+            "port 0's release lifts it"
+        );
+        assert!(d.pause_is_stuck(0, 3, 4_010 * CELL, false));
     }
 }

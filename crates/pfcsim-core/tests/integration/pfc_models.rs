@@ -123,6 +123,49 @@ fn ns3_rdma_dynamic_pauses_only_when_the_pool_is_nearly_full() {
     assert!(out.stats.packets_dropped == 0);
 }
 
+/// ns3-rdma, dynamic: the XON of an ingress depends on the pool it shares. Hosts 1-7 send
+/// 1 MB each to host 9, so the pool passes its limit (4,000 cells) by the bytes in flight
+/// after each round of PAUSEs; meanwhile hosts 0 and 8 send 4 KB flows to host 1 (an idle
+/// downlink) every 3 us. An ingress of these that holds more than 2,060 B while the pool is
+/// over its limit is paused, then forwards its few bytes at once, its last release finding
+/// the pool still too full for its XON (`pg - 2,060 < 16 x (free - 16)`). It must resume
+/// when later releases from hosts 1-7 empty the pool: checked only at its own releases, it
+/// stayed paused for good (19 of 181 flows finished, the run ending with hosts 0 and 8
+/// paused and nothing in the buffer).
+#[test]
+fn ns3_rdma_dynamic_resumes_an_ingress_when_the_pool_drains() {
+    let mut flows: Vec<String> = (1..=7)
+        .map(|h| format!("{{ src = {h}, dst = 9, size = \"1MB\" }}"))
+        .collect();
+    for t in (40..300).step_by(3) {
+        for h in [0, 8] {
+            flows.push(format!(
+                "{{ src = {h}, dst = 1, size = \"4KB\", start = \"{t}us\" }}"
+            ));
+        }
+    }
+    let rest = format!(
+        "[[traffic]]\nkind = \"scripted\"\nflows = [{}]\n\
+         [switch.pfc]\nmodel = \"ns3-rdma\"\n\
+         [[monitor]]\nkind = \"pfc\"\nnodes = [\"leaf:0\"]\n",
+        flows.join(", ")
+    );
+    let out = run_text(
+        &leaf_spine_spec(1, (1, 1, 10), "stop_at = \"5ms\"", &rest),
+        "pool.toml",
+    );
+    assert_lossless_and_conserved(&out);
+    let frames = sent(&out);
+    for host in [0, 8] {
+        let pause = frames.iter().position(|f| f.1 == host && f.2);
+        let pause = pause.expect("the small senders are paused");
+        assert!(frames[pause..].iter().any(|f| f.1 == host && !f.2));
+    }
+    for p in &out.ports {
+        assert_eq!(p.pfc_pauses_sent, p.pfc_resumes_sent, "{p:?}");
+    }
+}
+
 /// Egress-triggered: the packet that takes the egress to host 2 to 50 KB (its 48th queued
 /// packet, 50,304 B) pauses its own ingress, the other sender's next packet (within a packet
 /// time, 83.84 ns) pauses the other ingress; both resume together once the egress has drained
