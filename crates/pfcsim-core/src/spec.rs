@@ -109,7 +109,7 @@ pub struct RunSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_sim_time: Option<Time>,
     /// The no-progress watchdog: a run in which no flow finishes and no byte is delivered for
-    /// this long while data waits in switch buffers stops there, its results marked
+    /// this long while data waits (in switch buffers or at NICs) stops there, its results marked
     /// incomplete (unset: see [`Scenario::no_progress`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_progress: Option<Time>,

@@ -131,7 +131,7 @@ pub struct Guards {
     /// rule's time, reaching it before the stop rule ends the run marks it incomplete.
     pub max_sim_time: Option<Time>,
     /// The no-progress watchdog (`run.no_progress`): no byte delivered and no flow finished
-    /// for this long while data waits in switch buffers ends the run.
+    /// for this long while data waits in switch buffers or at NICs ends the run.
     pub no_progress: Option<Time>,
     /// PFC deadlock detection (`run.deadlock_check`): the age of the pauses a check looks at
     /// and the time between checks while pauses between switches are held.

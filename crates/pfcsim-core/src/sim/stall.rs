@@ -35,11 +35,12 @@
 //!
 //! **The watchdog.** Every eighth of `no_progress` a look compares the bytes delivered in
 //! order and the flows finished with the previous look. If neither moved for `no_progress`
-//! while flows were in progress and data waited in switch buffers, the run is stalled: it
+//! while flows were in progress and data waited (in switch buffers, or at a NIC with data
+//! ready to send: a NIC paused by its switch holds its flows' data), the run is stalled: it
 //! stops there (no earlier than `no_progress`, at most an eighth later, after the last
 //! progress), reporting a deadlock if the check above finds one. A run whose events run
-//! out while data waits in its buffers and flows are unfinished has stalled for good and
-//! stops the same way. Neither looks nor checks are counted or folded into the
+//! out while data waits so and flows are unfinished has stalled for good and stops the
+//! same way. Neither looks nor checks are counted or folded into the
 //! fingerprint, and they change no state of the run (the same events at the same times).
 
 use super::events::{Found, Look, Stop};
@@ -143,10 +144,18 @@ impl Simulation {
         ControlFlow::Continue(())
     }
 
-    /// Started flows are unfinished and data waits in some switch buffer: progress is due.
+    /// Started flows are unfinished and data waits for the fabric: in some switch buffer, or
+    /// at a NIC with data ready to send (a NIC paused by its switch holds its flows' data
+    /// there, and no switch buffer need hold any): progress is due.
     fn data_waits(&self) -> bool {
         self.flows_finished < self.next_flow as u64
-            && self.switches.iter().any(|s| s.mmu.bytes_in_use() > 0)
+            && (self.switches.iter().any(|s| s.mmu.bytes_in_use() > 0)
+                || self.hosts.iter().any(|h| !h.is_idle()))
+    }
+
+    /// NICs with data ready to send.
+    fn hosts_waiting(&self) -> usize {
+        self.hosts.iter().filter(|h| !h.is_idle()).count()
     }
 
     /// The run made no progress since `since` while data waited: the reason it stops, a
@@ -354,16 +363,20 @@ impl Simulation {
         let what = match since {
             Some(since) => format!(
                 "no flow finished and no byte was delivered from {:.6} ms to {:.6} ms of \
-                 simulated time while data waited in switch buffers, with {flows}, and no PFC \
-                 deadlock holds it",
+                 simulated time while data waited ({} B in switch buffers, {} NICs with data \
+                 to send), with {flows}, and no PFC deadlock holds it",
                 ms(since),
-                ms(self.now)
+                ms(self.now),
+                self.buffered(),
+                self.hosts_waiting()
             ),
             None => format!(
-                "the run had no event left at {:.6} ms of simulated time while {} B waited in \
-                 switch buffers, with {flows}, and no PFC deadlock holds them",
+                "the run had no event left at {:.6} ms of simulated time while data waited \
+                 ({} B in switch buffers, {} NICs with data to send), with {flows}, and no \
+                 PFC deadlock holds it",
                 ms(self.now),
-                self.buffered()
+                self.buffered(),
+                self.hosts_waiting()
             ),
         };
         format!(
@@ -510,7 +523,8 @@ fn cycles(n: usize, edges: &[(usize, usize)]) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::cycles;
-    use crate::sim::{CcConfig, FabricConfig, Simulation, StopRule};
+    use crate::packet::{Packet, PacketKind};
+    use crate::sim::{CcConfig, FabricConfig, Guards, Simulation, StopRule};
     use crate::topology::{Link, Topology};
     use crate::traffic::FlowSpec;
     use crate::units::{Rate, Time};
@@ -567,6 +581,57 @@ mod tests {
         // Pauses younger than the age a check asks for are not looked at.
         let young = sim.find_deadlocks(sim.now, sim.now);
         assert_eq!(young, (Vec::new(), true));
+    }
+
+    /// A NIC that its switch paused and never resumed holds its flow's data while no switch
+    /// buffer holds any: the watchdog ends the run there, with the cause (counting only
+    /// switch buffers, it let such a run go on to its stop rule, complete in name).
+    #[test]
+    fn the_watchdog_ends_a_run_whose_data_waits_at_a_paused_nic() {
+        let link = |a, b| Link {
+            a,
+            b,
+            rate: Rate::gbps(100),
+            delay: Time::from_us(1),
+        };
+        // Hosts 0 and 1 behind switch 2.
+        let topo =
+            Topology::assemble(vec![false, false, true], vec![link(0, 2), link(1, 2)]).unwrap();
+        let flows = vec![FlowSpec::scripted(0, 1, 1_000_000, Time::ZERO)];
+        let cfg = FabricConfig {
+            cc: CcConfig::None,
+            ..Default::default()
+        };
+        let stop = StopRule {
+            at: Time::from_ms(20),
+            when_flows_done: true,
+        };
+        let guards = Guards {
+            no_progress: Some(Time::from_ms(1)),
+            ..Default::default()
+        };
+        let mut sim = Simulation::new(&topo, cfg, flows, 1, stop)
+            .unwrap()
+            .with_guards(guards);
+        while sim.step().is_some_and(|t| t < Time::from_us(10)) {}
+        // The switch pauses the sender's NIC at the flow's priority, for good.
+        let mut pause = Packet::new(PacketKind::Pause);
+        pause.priority = sim.flows[0].spec.priority;
+        let pid = sim.arena.alloc(pause);
+        sim.receive_pfc(sim.hosts[0].port, pid);
+        let out = sim.run_to_end();
+        let reason = out
+            .stats
+            .incomplete
+            .expect("a stalled run is marked incomplete");
+        assert!(
+            reason.starts_with("run.no_progress (\"1ms\"): no flow finished")
+                && reason.contains("(0 B in switch buffers, 1 NICs with data to send)"),
+            "{reason}"
+        );
+        // The last progress: the packets on the wire when the pause came, at about 10 us;
+        // the watchdog looks every 125 us.
+        assert!(out.stats.end_ps < 1_200_000_000, "{}", out.stats.end_ps);
     }
 
     #[test]
