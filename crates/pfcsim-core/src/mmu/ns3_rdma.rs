@@ -237,13 +237,15 @@ impl Ns3RdmaMmu {
         let q = &mut self.pgs[i];
         q.bytes -= size;
         q.hdrm = q.hdrm.saturating_sub(size);
+        if self.pausing.iter().all(Vec::is_empty) {
+            return Xon::None; // nothing paused: the common case, no PG to look at
+        }
         let own = q.paused && self.under_xon(port, prio);
         if own {
             self.pgs[i].paused = false;
         }
         if self.p.dynamic {
-            let others = self.pausing[pool].len() - own as usize;
-            if others > 0 {
+            if self.pausing[pool].len() > own as usize {
                 for k in 0..self.pausing[pool].len() {
                     let j = self.pausing[pool][k];
                     let (jp, jq) = (j / N_PRIO, (j % N_PRIO) as u8);

@@ -529,16 +529,20 @@ mod tests {
     use crate::traffic::FlowSpec;
     use crate::units::{Rate, Time};
 
-    /// The ring of `tests/data/ring5.topo` (hosts 0..4, switch `5 + i` behind host `i`, the
-    /// switches in a ring) with its five two-hop flows of 10 MB, run to 0.5 ms: its PFC
-    /// deadlock formed at 0.18 ms.
-    fn deadlocked_ring() -> Simulation {
-        let link = |a, b| Link {
+    /// A 100 Gbps, 1 us link between nodes `a` and `b`.
+    fn link(a: u32, b: u32) -> Link {
+        Link {
             a,
             b,
             rate: Rate::gbps(100),
             delay: Time::from_us(1),
-        };
+        }
+    }
+
+    /// The ring of `tests/data/ring5.topo` (hosts 0..4, switch `5 + i` behind host `i`, the
+    /// switches in a ring) with its five two-hop flows of 10 MB, run to 0.5 ms: its PFC
+    /// deadlock formed at 0.18 ms.
+    fn deadlocked_ring() -> Simulation {
         let links = ((0..5).map(|i| link(i, 5 + i)))
             .chain((0..5).map(|i| link(5 + i, 5 + (i + 1) % 5)))
             .collect();
@@ -588,12 +592,6 @@ mod tests {
     /// switch buffers, it let such a run go on to its stop rule, complete in name).
     #[test]
     fn the_watchdog_ends_a_run_whose_data_waits_at_a_paused_nic() {
-        let link = |a, b| Link {
-            a,
-            b,
-            rate: Rate::gbps(100),
-            delay: Time::from_us(1),
-        };
         // Hosts 0 and 1 behind switch 2.
         let topo =
             Topology::assemble(vec![false, false, true], vec![link(0, 2), link(1, 2)]).unwrap();
