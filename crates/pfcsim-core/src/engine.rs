@@ -8,10 +8,15 @@ use crate::units::Time;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// Width of a wheel slot: 2^10 ps (about 1 ns).
-const SLOT_BITS: u32 = 10;
-/// Slots in the wheel: it covers 2^12 ns (about 4.2 us) from the current slot on.
-const N_SLOTS: usize = 1 << 12;
+/// Width of a wheel slot: 2^7 ps (128 ps). Narrow enough that a slot holds one or two events
+/// even in a large fabric (a 1,024-host leaf-spine at R1's load runs about 17 events per
+/// nanosecond, R1's 128 hosts about 2): a slot's events are sorted when the queue reaches it,
+/// and few per slot keeps that cheap (slots of 1,024 ps ran 4.4% slower at 1,024 hosts and
+/// 2.8% on R1, `benches/README.md`).
+const SLOT_BITS: u32 = 7;
+/// Slots in the wheel: it covers 2^15 x 128 ps (about 4.2 us) from the current slot on, past
+/// a link's propagation delay and a packet's serialization (the events of a packet's hops).
+const N_SLOTS: usize = 1 << 15;
 
 /// Priority queue of events of type `E`, popped in `(time, insertion order)`.
 ///
@@ -27,13 +32,15 @@ const N_SLOTS: usize = 1 << 12;
 /// order is exactly `(time, insertion order)`. Nearly every event of a packet simulation (a
 /// link's propagation, a serialization) lands in the wheel, so a push and a pop are a few
 /// instructions, and each event's node is read once on its way out however many events share
-/// its slot (a large fabric has a dozen or more per nanosecond slot; scanning the slot's list
-/// for its earliest event at every pop read every node of the slot again, a cache miss each,
-/// and made the cost per event grow with fabric size). A slot is a linked list through one
-/// pool of nodes whose freed nodes are reused last-freed first (from a stack of their indices,
-/// so that taking one does not read a node freed long ago), so the wheel's memory stays small
-/// (the pool has as many nodes as events were ever pending at once) and the queue allocates
-/// nothing more once it has reached its peak.
+/// its slot (scanning the slot's list for its earliest event at every pop read every node of
+/// the slot again, a cache miss each, and made the cost per event grow with fabric size). A
+/// slot is a linked list through one pool of nodes whose freed nodes are reused last-freed
+/// first (from a stack of their indices, so that taking one does not read a node freed long
+/// ago), so the wheel's memory stays small (the pool has as many nodes as events were ever
+/// pending at once) and the queue allocates nothing more once it has reached its peak. When
+/// it loads a slot, the queue asks for the first node of the next non-empty slot
+/// ([`prefetch`]): a node is written when its event is scheduled, often a propagation delay
+/// before it is popped, and is no longer in the cache by then.
 pub struct EventQueue<E> {
     /// First node of every slot's list (`NIL`: empty).
     heads: Vec<u32>,
@@ -59,10 +66,6 @@ pub struct EventQueue<E> {
 
 /// No node.
 const NIL: u32 = u32::MAX;
-
-/// Events in a slot from which [`EventQueue::pop_with`] shows them to its caller (a 512-host
-/// leaf-spine at R1's load runs about 8 events per slot, 1,024 hosts 17, R1's 128 hosts 2).
-const CROWDED: usize = 6;
 
 /// A wheel event and the next one of its slot's list.
 struct Node<E> {
@@ -181,9 +184,22 @@ impl<E: Copy> EventQueue<E> {
         unreachable!("near > 0 with no occupied slot")
     }
 
+    /// The first non-empty slot after slot `i` within the next two words of the occupancy
+    /// bitmask (64 to 128 slots, 8 to 16 ns), if any: how far the queue looks ahead.
+    #[inline]
+    fn occupied_after(&self, i: usize) -> Option<usize> {
+        let (w, b) = (i / 64, i % 64);
+        let rest = self.occupied[w] & (u64::MAX << b) & !(1 << b);
+        if rest != 0 {
+            return Some(w * 64 + rest.trailing_zeros() as usize);
+        }
+        let w = (w + 1) % (N_SLOTS / 64);
+        let bits = self.occupied[w];
+        (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
+    }
+
     /// Moves the events of the first non-empty slot into `current`, sorted, and shows each
-    /// to `preview` if they are at least `CROWDED`. `current` must be empty; does nothing if
-    /// the wheel is.
+    /// to `preview`. `current` must be empty; does nothing if the wheel is.
     #[inline]
     fn load_slot(&mut self, mut preview: impl FnMut(&E)) {
         let Some(i) = self.first_slot() else {
@@ -200,14 +216,17 @@ impl<E: Copy> EventQueue<E> {
             self.free.push(n);
             n = node.next;
         }
-        if self.current.len() >= CROWDED {
-            for e in &self.current {
-                preview(&e.event);
-            }
+        for e in &self.current {
+            preview(&e.event);
         }
         self.near -= self.current.len();
         self.heads[i] = NIL;
         self.occupied[i / 64] &= !(1 << (i % 64));
+        // Looking ahead: the first node of the next slot is asked for, so that it is in the
+        // cache when that slot is loaded.
+        if let Some(j) = self.occupied_after(i) {
+            prefetch(&self.nodes[self.heads[j] as usize]);
+        }
         if self.current.len() > 1 {
             self.current
                 .sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
@@ -222,12 +241,10 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// [`EventQueue::pop`], showing `preview` every event of a slot when the queue reaches
-    /// it, if the slot holds at least `CROWDED` events: the events of the next nanosecond or
-    /// so, in no particular order. The caller can load what they will need (a packet, a port)
-    /// then, all at once, so that the cache misses overlap instead of coming one at a time as
-    /// each event is handled. Only crowded slots are shown: they are those of large fabrics,
-    /// whose working set outgrows the cache; a small one (R1: about 2 events per slot) mostly
-    /// hits the cache and would only pay for the loads.
+    /// it (the events of the next 128 ps, in no particular order), before the first of them
+    /// is popped. The caller can ask for what they will need (a packet, a port) then, so that
+    /// the cache misses of a large fabric, whose working set outgrows the caches, overlap
+    /// with other work instead of coming one at a time as each event is handled.
     #[inline]
     pub fn pop_with(&mut self, preview: impl FnMut(&E)) -> Option<(Time, E)> {
         if self.current.is_empty() {
@@ -269,6 +286,18 @@ impl<E: Copy> EventQueue<E> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Asks the CPU to start loading the cache line of `value` without waiting for it: a hint,
+/// with no effect on what the program computes (a no-op on targets without one). The data
+/// path uses it for a packet or port it will read a while later (the next packet of a wire
+/// or a queue), so that the load's miss overlaps other work instead of stalling it.
+#[inline(always)]
+pub fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    safe_arch::prefetch_t0(value);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 /// SplitMix64 finaliser: a bijective 64-bit mixer.
@@ -403,28 +432,31 @@ mod tests {
     }
 
     #[test]
-    fn pop_with_shows_each_event_of_a_crowded_slot_once_when_reaching_it() {
+    fn pop_with_shows_each_event_of_a_slot_once_when_reaching_it() {
         let mut q = EventQueue::default();
         let slot = 1u64 << SLOT_BITS;
-        // A slot of CROWDED events, then one of CROWDED - 1.
-        for i in 0..CROWDED as u64 {
+        // A slot of three events, then one of two.
+        for i in 0..3 {
             q.schedule(Time(slot + i), i);
         }
-        for i in 0..CROWDED as u64 - 1 {
+        for i in 0..2 {
             q.schedule(Time(3 * slot + i), 100 + i);
         }
         let mut shown = Vec::new();
         let mut popped = Vec::new();
-        while let Some((_, e)) = q.pop_with(|&e| shown.push(e)) {
+        while let Some((t, e)) = q.pop_with(|&e| shown.push(e)) {
             popped.push(e);
             if popped.len() == 1 {
                 // Shown all at once, before the first of them is handled.
                 shown.sort();
-                assert_eq!(shown, (0..CROWDED as u64).collect::<Vec<_>>());
+                assert_eq!(shown, vec![0, 1, 2]);
+                // An event scheduled into the slot being popped joins its run, unshown.
+                q.schedule(t, 7);
             }
         }
-        assert_eq!(shown.len(), CROWDED);
-        assert_eq!(popped.len(), 2 * CROWDED - 1);
+        assert_eq!(popped, vec![0, 7, 1, 2, 100, 101]);
+        shown.sort();
+        assert_eq!(shown, vec![0, 1, 2, 100, 101]);
     }
 
     #[test]

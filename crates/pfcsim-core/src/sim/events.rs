@@ -199,16 +199,16 @@ impl Simulation {
         let mut drained = true;
         self.set_next_stop(horizon);
 
-        // What the previews below loaded (kept so that the loads are not optimised away).
-        let mut touched = 0u64;
         loop {
-            // When the queue reaches a new slot, the packets arriving in it (and their ports)
-            // are loaded at once: in a large fabric each is a cache miss (sent a propagation
-            // delay ago), and misses started together overlap. Only loads: nothing changes.
+            // When the queue reaches a new slot, the packets arriving in it and their ports'
+            // wires are asked for at once (prefetched): in a large fabric each is a cache miss
+            // (sent a propagation delay ago), and misses started early overlap with the work
+            // of the events before them. Only hints: nothing changes.
             let (ports, arena) = (&self.ports, &self.arena);
             let Some((t, ev)) = self.events.pop_with(|e| {
                 if let Event::Arrival { port, pid } = *e {
-                    touched ^= arena.get(pid).wire_bytes as u64 ^ ports[port as usize].peer as u64;
+                    crate::engine::prefetch(arena.get(pid));
+                    crate::engine::prefetch(&ports[port as usize].in_flight);
                 }
             }) else {
                 break;
@@ -257,7 +257,6 @@ impl Simulation {
                 break;
             }
         }
-        std::hint::black_box(touched);
         if drained {
             // No event left: the looks still due are taken (none sets another), then a run
             // with data in its buffers has stalled for good.
