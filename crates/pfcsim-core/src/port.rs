@@ -48,7 +48,9 @@ pub struct PortState {
     pub(crate) total_queue_bytes: u64,
     /// Time of the last change of `total_queue_bytes`.
     pub(crate) queue_changed: Time,
-    pub(crate) rate: Rate,
+    /// Picoseconds per byte on the wire ([`Rate::ps_per_byte`]; 0: not a whole number, the
+    /// serialization time is then computed from `rate`).
+    ps_per_byte: u64,
     pub(crate) delay: Time,
     pub(crate) tx_packets: u64,
     pub(crate) tx_bytes: u64,
@@ -73,9 +75,10 @@ pub struct PortState {
     pub(crate) peak_queue_bytes: u64,
     /// RED parameters of this egress: marking starts above `ecn_kmin` bytes (u64::MAX: off).
     pub(crate) ecn_kmin: u64,
-    // Line 4: ECN above `ecn_kmin`, pauses, the peer for load balancers.
+    // Line 4: ECN above `ecn_kmin`, the link's rate, pauses, the peer for load balancers.
     pub(crate) ecn_kmax: u64,
     pub(crate) ecn_pmax: f64,
+    rate: Rate,
     pub(crate) paused_any_since: Time,
     pub(crate) peer_node: u32,
     // Lines 5 to 12: the priority queues, one line each.
@@ -99,6 +102,22 @@ impl PortState {
     }
     pub fn rate(&self) -> Rate {
         self.rate
+    }
+
+    /// Changes the link's rate (a fault degrading it).
+    pub(crate) fn set_rate(&mut self, rate: Rate) {
+        self.rate = rate;
+        self.ps_per_byte = rate.ps_per_byte().unwrap_or(0);
+    }
+
+    /// The time to serialize `bytes` on this port's link ([`Rate::tx_time`]).
+    #[inline]
+    pub(crate) fn tx_time(&self, bytes: u64) -> Time {
+        if self.ps_per_byte != 0 {
+            Time(bytes * self.ps_per_byte)
+        } else {
+            self.rate.tx_time(bytes)
+        }
     }
     pub fn delay(&self) -> Time {
         self.delay
@@ -144,6 +163,7 @@ impl PortState {
             peer,
             peer_node,
             rate,
+            ps_per_byte: rate.ps_per_byte().unwrap_or(0),
             delay,
             prio: Default::default(),
             tx_packets: 0,
@@ -214,7 +234,7 @@ impl PortState {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn enqueue(&mut self, prio: u8, pid: PacketId, pkt: &mut Packet, now: Time) {
         self.integrate_queue(now);
         pkt.pause_mark = self.pause_clock_ns(prio, now);
@@ -226,8 +246,32 @@ impl PortState {
         self.peak_queue_bytes = self.peak_queue_bytes.max(self.total_queue_bytes);
     }
 
+    /// Whether a packet of priority `prio` arriving now would be taken out of its queue at
+    /// once: the serializer is idle, nothing is queued (no packet, no PFC frame) and `prio` is
+    /// not paused (the control priority never is).
+    #[inline(always)]
+    pub(crate) fn takes_at_once(&self, prio: u8, now: Time) -> bool {
+        self.busy_until <= now
+            && self.total_queue_bytes == 0
+            && self.pfc_out.is_empty()
+            && (prio == CONTROL_PRIO || !self.is_paused(prio))
+    }
+
+    /// [`PortState::enqueue`] then [`PortState::dequeue`] of `pkt` at `now`, on a port that
+    /// [`PortState::takes_at_once`]: the same state of the queues after both (the time of
+    /// their last change, their peak, the packet's pause mark; it waited for no pause),
+    /// without going through the queue.
+    #[inline(always)]
+    pub(crate) fn pass_through(&mut self, prio: u8, pkt: &mut Packet, now: Time) {
+        debug_assert!(self.takes_at_once(prio, now));
+        // The integral gains nothing: the queues hold no bytes before, nor after.
+        self.queue_changed = now;
+        self.peak_queue_bytes = self.peak_queue_bytes.max(pkt.wire_bytes as u64);
+        pkt.pause_mark = self.pause_clock_ns(prio, now);
+    }
+
     /// Removes the head of queue `prio`, charging its PFC wait to the packet.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn dequeue(&mut self, prio: u8, arena: &mut PacketArena, now: Time) -> PacketId {
         self.integrate_queue(now);
         let q = &mut self.prio[prio as usize];
@@ -235,6 +279,11 @@ impl PortState {
             .packets
             .pop_front()
             .expect("dequeue from a non-empty queue");
+        // The next packet of the queue leaves a serialization time from now at the earliest:
+        // its line is asked for now.
+        if let Some(&next) = q.packets.front() {
+            crate::engine::prefetch(arena.get(next));
+        }
         let pkt = arena.get_mut(pid);
         q.bytes -= pkt.wire_bytes as u64;
         if q.packets.is_empty() {

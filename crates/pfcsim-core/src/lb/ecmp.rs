@@ -6,7 +6,7 @@
 //! instead of Murmur3), so individual flows land on other paths than in those simulators; the
 //! distribution is the same. Not modelled: weighted ECMP, resilient hashing on link failure.
 
-use super::{flow_hash, LbCtx, LbFabric, SchemeConfig, SwitchScheme};
+use super::{flow_hash, pick_index, LbCtx, LbFabric, SchemeConfig, SwitchScheme};
 use crate::engine::mix64;
 use crate::packet::Packet;
 use serde::{Deserialize, Serialize};
@@ -42,7 +42,7 @@ impl Ecmp {
     /// The candidate of the packet's flow at this switch.
     #[inline]
     pub fn pick(&self, pkt: &Packet, candidates: &[u16]) -> u16 {
-        candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize]
+        candidates[pick_index(flow_hash(pkt, self.salt), candidates.len())]
     }
 }
 
@@ -91,5 +91,18 @@ mod tests {
             .count();
         // Independent hashes agree about half the time, correlated ones always.
         assert!((1800..2200).contains(&agree), "{agree}");
+    }
+
+    /// The mask taken for a power of two picks what the remainder picks, for every count.
+    #[test]
+    fn pick_index_is_the_remainder() {
+        let hashes = (0..2_000u64)
+            .map(|i| mix64(i) ^ i << 40)
+            .chain([0, u64::MAX, 1 << 63]);
+        for h in hashes {
+            for n in 1..=70usize {
+                assert_eq!(pick_index(h, n), (h % n as u64) as usize, "{h} % {n}");
+            }
+        }
     }
 }

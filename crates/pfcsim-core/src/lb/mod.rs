@@ -747,6 +747,17 @@ pub fn flow_hash(pkt: &Packet, salt: u64) -> u64 {
     mix64(mix64(tuple ^ salt.rotate_left(17)) ^ ports)
 }
 
+/// `hash % n`: the candidate of `n` that a hash picks. For a power of two (a leaf's uplinks
+/// to 8 spines) a mask gives the same index without a division (tens of cycles each).
+#[inline]
+pub fn pick_index(hash: u64, n: usize) -> usize {
+    if n.is_power_of_two() {
+        hash as usize & (n - 1)
+    } else {
+        (hash % n as u64) as usize
+    }
+}
+
 /// A switch's surroundings for unit tests of a scheme's hooks: its RNG stream and the actions
 /// the hooks ask for.
 #[cfg(test)]

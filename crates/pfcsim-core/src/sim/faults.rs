@@ -103,7 +103,7 @@ impl Simulation {
                 for p in [self.port_between(a, b), self.port_between(b, a)] {
                     let (kmin, kmax, pmax) = self.cfg.switch.ecn.red_for(rate);
                     let port = &mut self.ports[p as usize];
-                    port.rate = rate;
+                    port.set_rate(rate);
                     port.ecn_kmin = kmin;
                     port.ecn_kmax = kmax;
                     port.ecn_pmax = pmax;

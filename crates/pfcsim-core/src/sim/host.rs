@@ -537,7 +537,7 @@ impl Simulation {
             // The coflow scheduler's cap binds: a token bucket of one packet (`varys.rs`).
             flow.next_avail = super::varys::capped_next(flow, pkt.wire_bytes, now);
         } else {
-            let pace = (pkt.wire_bytes as f64 * 8e12 / rate).ceil() as u64;
+            let pace = crate::units::ceil_u64(pkt.wire_bytes as f64 * 8e12 / rate);
             flow.next_avail = now + Time(pace);
         }
         self.hosts[h as usize].sending[i].next_avail = flow.next_avail;

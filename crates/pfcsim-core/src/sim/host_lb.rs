@@ -117,8 +117,7 @@ fn path_table(
     let data_bytes = wire.mtu_wire_bytes();
     let ack_bytes = wire.control_bytes as u64;
     // One link's share of the base RTT: the data packet out and the ACK back.
-    let link_rtt =
-        |p: &PortState| p.rate.tx_time(data_bytes) + p.rate.tx_time(ack_bytes) + p.delay + p.delay;
+    let link_rtt = |p: &PortState| p.tx_time(data_bytes) + p.tx_time(ack_bytes) + p.delay + p.delay;
     let host_port = |h: usize| {
         ports
             .iter()
@@ -139,7 +138,7 @@ fn path_table(
         // The host links at both ends (a host's link has the same rate and delay both ways).
         let (src_link, dst_link) = (host_port(tor_host[a as usize]), host_port(dst_host));
         let ends_rtt = link_rtt(src_link) + link_rtt(dst_link);
-        let ends_rate = src_link.rate.min(dst_link.rate);
+        let ends_rate = src_link.rate().min(dst_link.rate());
         let best = &mut timing[(a * tors + b) as usize];
         *best = PairTiming {
             base_rtt: Time::MAX,
@@ -178,7 +177,7 @@ fn path_table(
                 } else {
                     tag
                 };
-                let slowest: Rate = slowest.min(port.rate);
+                let slowest: Rate = slowest.min(port.rate());
                 stack.push((next, hop + 1, tag, rtt + link_rtt(port), slowest));
             }
         }

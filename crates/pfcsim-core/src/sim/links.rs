@@ -17,7 +17,7 @@ impl Simulation {
         let wire = self.arena.get(pid).wire_bytes as u64;
         port.tx_packets += 1;
         port.tx_bytes += wire;
-        let done = self.now + port.rate.tx_time(wire);
+        let done = self.now + port.tx_time(wire);
         port.busy_until = done;
         let arrival = done + port.delay;
         port.in_flight.push_back((arrival, pid));
@@ -53,6 +53,7 @@ impl Simulation {
         debug_assert_eq!(head, pid);
         let kind = self.arena.get(pid).kind;
         if let Some(&(next, next_pid)) = port.in_flight.front() {
+            crate::engine::prefetch(self.arena.get(next_pid));
             self.events.schedule(
                 next,
                 Event::Arrival {

@@ -252,7 +252,7 @@ impl Simulation {
             }
             r.rows += 1;
             let bytes = port.tx_bytes - before;
-            let capacity = port.rate.bps() as f64 * r.m.period.ps() as f64 / 8e12;
+            let capacity = port.rate().bps() as f64 * r.m.period.ps() as f64 / 8e12;
             rows.push(LinkUtilSample {
                 monitor: r.index,
                 time_ps: t.ps(),

@@ -156,7 +156,7 @@ impl Simulation {
                         longest_rtt = Some((rtt, i, f.src, f.dst));
                     }
                 }
-                let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate;
+                let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate();
                 FlowState::new(i as u32, f, ideal, line, &cfg.cc)
             })
             .collect();
@@ -218,7 +218,7 @@ impl Simulation {
         let lb_caps = sim.cfg.lb.capabilities();
         sim.tag_coflows = lb_caps.coflow_tag;
         if sim.cfg.coflow.scheduler == varys::Scheduler::Varys {
-            let rate = |p: u32| sim.ports[p as usize].rate.bps() as f64;
+            let rate = |p: u32| sim.ports[p as usize].rate().bps() as f64;
             let up = sim.hosts.iter().map(|h| rate(h.port)).collect();
             let down = (sim.hosts.iter())
                 .map(|h| rate(sim.ports[h.port as usize].peer))
@@ -374,7 +374,7 @@ pub(super) fn build_mmu(cfg: &SwitchConfig, ports: &[PortState], mtu_wire: u64) 
             cfg.pfc
                 .headroom
                 .map(|b| b.0)
-                .unwrap_or_else(|| auto_headroom(p.rate, p.delay, mtu_wire))
+                .unwrap_or_else(|| auto_headroom(p.rate(), p.delay, mtu_wire))
         })
         .collect();
     let threshold = match cfg.pfc.static_threshold {

@@ -14,7 +14,7 @@ use super::setup::{build_mmu, ecn_rng, switch_rng};
 use super::{FabricConfig, SetupError, Simulation};
 use crate::engine::{mix64, Rng};
 use crate::lb::{
-    flow_hash, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
+    flow_hash, pick_index, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
     SwitchScheme, NO_TOR,
 };
 use crate::mmu::{Admission, Mmu, Xon};
@@ -425,7 +425,7 @@ fn lb_fabric(
         .collect();
     f.port_rate_bps = all_ports[ports.start as usize..ports.end as usize]
         .iter()
-        .map(|p| p.rate.bps())
+        .map(|p| p.rate().bps())
         .collect();
     f.port_delay_ps = all_ports[ports.start as usize..ports.end as usize]
         .iter()
@@ -607,7 +607,8 @@ impl Simulation {
             None
         };
         let sw = &mut self.switches[s as usize];
-        let pkt = *self.arena.get(pid);
+        // Read in place (a copy of the 64-byte record cost more than the fields used).
+        let pkt = self.arena.get(pid);
         let host = self.host_index[pkt.dst as usize];
         let (offset, count) = sw.route(host as usize);
         let range = offset as usize..offset as usize + count as usize;
@@ -621,7 +622,7 @@ impl Simulation {
             return;
         } else if let Some(c) = (pkt.kind.follows_path_tag()
             && !(pkt.kind == PacketKind::Data && sw.lb_caps.pinned))
-            .then(|| pinned_choice(&pkt, candidates))
+            .then(|| pinned_choice(pkt, candidates))
             .flatten()
         {
             c
@@ -630,11 +631,13 @@ impl Simulation {
                 self.now,
                 &self.ports,
                 &mut self.lb_actions,
-                |lb, ctx, hops| lb.choose(ctx, &pkt, &hops[range]),
+                |lb, ctx, hops| lb.choose(ctx, pkt, &hops[range]),
             )
         } else {
-            candidates[(flow_hash(&pkt, sw.control_salt) % count as u64) as usize]
+            candidates[pick_index(flow_hash(pkt, sw.control_salt), candidates.len())]
         };
+        let (kind, priority, payload) = (pkt.kind, pkt.priority, pkt.payload as u64);
+        let wire = pkt.wire_bytes as u64;
         let out = sw.ports.start + out_local as u32;
         // Whatever the scheme asked for happens even if the buffer then drops the packet.
         if !self.lb_actions.is_empty() {
@@ -642,15 +645,14 @@ impl Simulation {
         }
         let sw = &mut self.switches[s as usize];
         // A scheme message with a data priority (an RLB path probe) queues as that data does.
-        let prio = if pkt.kind.is_control()
+        let prio = if kind.is_control()
             && strict
-            && !(pkt.kind == PacketKind::LbRouted && pkt.priority != CONTROL_PRIO)
+            && !(kind == PacketKind::LbRouted && priority != CONTROL_PRIO)
         {
             CONTROL_PRIO
         } else {
-            pkt.priority
+            priority
         };
-        let wire = pkt.wire_bytes as u64;
         let mut pause = false;
         if prio != CONTROL_PRIO {
             if let Some(limit) = sw.egress_limit {
@@ -662,7 +664,7 @@ impl Simulation {
                 if full {
                     self.ports[out as usize].rec.egress_drops += 1;
                     self.drops_egress += 1;
-                    self.payload_dropped += pkt.payload as u64;
+                    self.payload_dropped += payload;
                     self.arena.free(pid);
                     return;
                 }
@@ -674,7 +676,7 @@ impl Simulation {
                 Admission::Drop => {
                     self.ports[out as usize].rec.drops += 1;
                     self.drops += 1;
-                    self.payload_dropped += pkt.payload as u64;
+                    self.payload_dropped += payload;
                     self.arena.free(pid);
                     return;
                 }
@@ -694,7 +696,20 @@ impl Simulation {
             return;
         }
         let pkt = self.arena.get_mut(pid);
-        self.ports[out as usize].enqueue(prio, pid, pkt, now);
+        let port = &mut self.ports[out as usize];
+        if !pause && port.takes_at_once(prio, now) {
+            // The egress is idle with nothing queued: the packet would be queued and taken
+            // out again at once (`try_send`). Its queue's bookkeeping is done without the
+            // round trip through the queue, with the same results (most packets of a fabric
+            // at moderate load find their egress idle).
+            port.pass_through(prio, pkt, now);
+            if prio != CONTROL_PRIO {
+                // As `switch_dequeue` would have chosen it, the only queue not empty.
+                port.rr_next = next_round_robin(prio);
+            }
+            return self.switch_depart(s, out, pid, prio, 0);
+        }
+        port.enqueue(prio, pid, pkt, now);
         if pause {
             self.send_pfc(in_port, prio, PacketKind::Pause);
         }
@@ -724,12 +739,22 @@ impl Simulation {
             } else {
                 eligible.trailing_zeros()
             } as u8;
-            port.rr_next = if q as usize == N_PRIO - 1 { 1 } else { q + 1 };
+            port.rr_next = next_round_robin(q);
             q
         };
         let pid = port.dequeue(prio, &mut self.arena, now);
-        let (kmin, kmax, pmax) = (port.ecn_kmin, port.ecn_kmax, port.ecn_pmax);
         let queue_after = port.queue_bytes(prio);
+        self.switch_depart(s, p, pid, prio, queue_after);
+    }
+
+    /// Packet `pid` has left the queue of priority `prio` of port `p` of switch `s`, which
+    /// holds `queue_after` bytes now: release its buffer, mark it, let the scheme see it,
+    /// and put it on the wire.
+    #[inline(always)]
+    fn switch_depart(&mut self, s: u32, p: u32, pid: PacketId, prio: u8, queue_after: u64) {
+        let now = self.now;
+        let port = &self.ports[p as usize];
+        let (kmin, kmax, pmax) = (port.ecn_kmin, port.ecn_kmax, port.ecn_pmax);
         let sw = &mut self.switches[s as usize];
         let out_local = (p - sw.ports.start) as u16;
         let mut scratch = 0;
@@ -886,6 +911,15 @@ impl Simulation {
             crate::lb::on_timer(lb, ctx, layer, token)
         });
         self.apply_lb_actions(s);
+    }
+}
+
+/// The data priority the round-robin of an egress tries first after serving `prio`.
+fn next_round_robin(prio: u8) -> u8 {
+    if prio as usize == N_PRIO - 1 {
+        1
+    } else {
+        prio + 1
     }
 }
 

@@ -309,7 +309,9 @@ fn take(rem: &mut f64, r: f64) {
 /// Varys rates may fill the link) does not lower the flow's rate; a longer hold (a PFC pause)
 /// earns at most one packet of credit.
 pub(super) fn capped_next(f: &FlowState, wire_bytes: u16, now: Time) -> Time {
-    let pace = Time((wire_bytes as f64 * 8e12 / f.rate_cap_bps).ceil() as u64);
+    let pace = Time(crate::units::ceil_u64(
+        wire_bytes as f64 * 8e12 / f.rate_cap_bps,
+    ));
     let due = f.next_avail.max(now.saturating_sub(pace));
     due + pace
 }
@@ -347,7 +349,7 @@ impl Simulation {
             } else if rate > old {
                 // At most one packet at the new rate from now.
                 flow.next_avail
-                    .min(now + Time((mtu_bits * 1e12 / rate).ceil() as u64))
+                    .min(now + Time(crate::units::ceil_u64(mtu_bits * 1e12 / rate)))
             } else {
                 flow.next_avail
             };
