@@ -19,7 +19,7 @@
 //! caller to check.
 
 use crate::units::{Rate, Time, UnitError};
-use std::fmt::{self, Write};
+use std::fmt;
 use std::str::FromStr;
 
 /// A bidirectional link between two nodes of an ns-3 topology.
@@ -231,6 +231,8 @@ pub fn parse_flows(text: &str) -> Result<Vec<Ns3Flow>, Ns3Error> {
         let flow =
             records.next_required(|| format!("flow {n} of the {count} announced on line 1"))?;
         match first {
+            // The message is written only when the count differs (not once per flow).
+            Some((columns, _)) if flow.fields.len() == columns => {}
             Some((columns, line)) => flow.expect_len(
                 columns,
                 &format!("{columns} as on line {line} (all flows must have the same columns)"),
@@ -272,11 +274,26 @@ pub fn write_fct_line(
     fct_ns: u64,
     ideal_ns: u64,
 ) {
-    // Writing to a String cannot fail.
-    let _ = writeln!(
-        out,
-        "{src} {dst} {sport} {dport} {size} {start_ns} {fct_ns} {ideal_ns}"
-    );
+    // `itoa` formats an integer in a few dozen instructions, a tenth of `write!`'s machinery:
+    // R1 writes 97,737 lines.
+    let mut digits = itoa::Buffer::new();
+    let columns = [
+        src as u64,
+        dst as u64,
+        sport as u64,
+        dport as u64,
+        size,
+        start_ns,
+        fct_ns,
+        ideal_ns,
+    ];
+    for (i, value) in columns.into_iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(digits.format(value));
+    }
+    out.push('\n');
 }
 
 const NON_NEGATIVE: &str = "a non-negative integer";

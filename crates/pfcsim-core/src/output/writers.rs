@@ -407,6 +407,7 @@ fn write_table<'a, R>(
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_size(rows_per_group)
+        .set_dictionary_enabled(false)
         .build();
     let mut writer =
         ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(parquet_err)?;
