@@ -13,6 +13,7 @@ the number of hosts.
     benches/scale.py --binary OTHER/pfcsim-rs      # another build, to compare two
     benches/scale.py --table A.json B.json         # the table of recorded runs, nothing run
     benches/scale.py --table A.json --plot docs/img/scale.png
+    benches/scale.py --table BEFORE.json AFTER.json --plot docs/img/scale.png   # two builds
 
 Only the Python standard library is needed to run the suite; `--plot` needs matplotlib.
 Speed is read from CPU time, never asserted: the machine may be shared.
@@ -219,8 +220,14 @@ def table(records: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def plot(records: list[dict], path: Path) -> None:
-    """Events per CPU-second and CPU-seconds against hosts, one line per family of cases."""
+def plot(series: list[tuple[str, list[dict]]], path: Path) -> list[str]:
+    """Events per CPU-second and CPU-seconds against hosts, one line per family of cases.
+
+    `series` pairs a label with its records (one pair per JSON file given to `--table`, or the
+    run just made); with more than one, each line is labelled with its series, so that two
+    builds' records plot side by side (a family keeps its colour; the first series is drawn
+    solid, the others dashed). Returns the lines' labels, in the order drawn.
+    """
     import matplotlib  # only --plot needs it
 
     matplotlib.use("Agg")
@@ -228,26 +235,36 @@ def plot(records: list[dict], path: Path) -> None:
 
     cases = {c.name: c for c in CASES}
     fig, (rate_ax, cpu_ax) = plt.subplots(1, 2, figsize=(10, 4))
-    for fam, marker in [("leaf-spine", "o"), ("fat-tree", "s")]:
-        points = sorted(
-            (r["hosts"], r["mevents_per_cpu_s"], r["cpu_s"], cases[r["case"]].window)
-            for r in records
-            if r["case"] in cases and cases[r["case"]].family == fam and not r.get("error")
-        )
-        if not points:
-            continue
-        hosts = [p[0] for p in points]
-        rate_ax.plot(hosts, [p[1] for p in points], marker=marker, label=fam)
-        cpu_ax.plot(hosts, [p[2] for p in points], marker=marker, label=fam)
-        for h, _, cpu, window in points:
-            cpu_ax.annotate(
-                window, (h, cpu), fontsize=7, xytext=(4, -3), textcoords="offset pixels"
+    labels = []
+    for index, (label, records) in enumerate(series):
+        style = "-" if index == 0 else "--"
+        for fam, marker, color in [("leaf-spine", "o", "C0"), ("fat-tree", "s", "C1")]:
+            points = sorted(
+                (r["hosts"], r["mevents_per_cpu_s"], r["cpu_s"], cases[r["case"]].window)
+                for r in records
+                if r["case"] in cases and cases[r["case"]].family == fam and not r.get("error")
             )
+            if not points:
+                continue
+            hosts = [p[0] for p in points]
+            name = fam if len(series) == 1 else f"{label}: {fam}"
+            labels.append(name)
+            rate_ax.plot(
+                hosts, [p[1] for p in points], style, marker=marker, color=color, label=name
+            )
+            cpu_ax.plot(
+                hosts, [p[2] for p in points], style, marker=marker, color=color, label=name
+            )
+            if index == 0:
+                for h, _, cpu, window in points:
+                    cpu_ax.annotate(
+                        window, (h, cpu), fontsize=7, xytext=(4, -3), textcoords="offset pixels"
+                    )
     for ax in (rate_ax, cpu_ax):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("hosts")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
     rate_ax.set_ylabel("M events per CPU-second")
     rate_ax.set_ylim(bottom=0)
     cpu_ax.set_yscale("log")
@@ -257,6 +274,8 @@ def plot(records: list[dict], path: Path) -> None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return labels
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{c.name:16} {c.hosts:5} hosts  {c.spec}  ({c.about})")
             return 0
         if args.table:
-            records = read_records(args.table)
+            series = [(Path(p).stem, read_records([p])) for p in args.table]
+            records = [r for _, rs in series for r in rs]
         else:
             cases = select(args.cases)
             if not (args.binary.is_file() and os.access(args.binary, os.X_OK)):
@@ -304,9 +324,10 @@ def main(argv: list[str] | None = None) -> int:
                     records.append(run_case(case, args.binary.resolve(), Path(scratch)))
                     write_records(records, args.out, f"scale-{stamp}")
             print(f"records: {args.out / f'scale-{stamp}'}.json and .csv", file=sys.stderr)
+            series = [(f"scale-{stamp}", records)]
         print(table(records))
         if args.plot:
-            plot(records, args.plot)
+            plot(series, args.plot)
             print(f"plot: {args.plot}", file=sys.stderr)
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -107,3 +107,31 @@ def test_bad_arguments_give_one_error_line(
     )
     assert scale.main(["--binary", str(tmp_path / "none")]) == 2
     assert "is not an executable file" in capsys.readouterr().err
+
+
+def test_two_recorded_builds_plot_as_two_series(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+
+    def records(cpu_scale: float) -> list[dict]:
+        rows = []
+        for case, hosts, events in [("r1", 128, 49_794_039), ("leaf-spine-1024", 1024, 4e8)]:
+            row = dict.fromkeys(scale.COLUMNS)
+            cpu = events / 1e7 * cpu_scale
+            row.update(
+                case=case,
+                hosts=hosts,
+                events=events,
+                cpu_s=cpu,
+                mevents_per_cpu_s=events / 1e6 / cpu,
+            )
+            rows.append(row)
+        return rows
+
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps(records(2.0)))
+    after.write_text(json.dumps(records(1.0)))
+    png = tmp_path / "scale.png"
+    series = [(p.stem, scale.read_records([str(p)])) for p in (before, after)]
+    assert scale.plot(series, png) == ["before: leaf-spine", "after: leaf-spine"]
+    assert png.stat().st_size > 0
+    assert scale.plot(series[:1], png) == ["leaf-spine"], "one build: no series label"
