@@ -290,7 +290,12 @@ mod tests {
         let mut a = PacketArena::default();
         for _ in 0..100 {
             let id = a.alloc(Packet::new(PacketKind::Data));
-            assert_eq!(std::ptr::from_ref(a.get(id)) as usize % 64, 0, "packet {}", id.0);
+            assert_eq!(
+                std::ptr::from_ref(a.get(id)) as usize % 64,
+                0,
+                "packet {}",
+                id.0
+            );
         }
     }
 
