@@ -153,7 +153,6 @@ impl Packet {
     }
 }
 
-/// Slab of packets with a free list.
 /// A packet in the arena, on a cache line of its own: a packet is 64 bytes, and an arena
 /// aligned only as its fields are would spread every packet over two lines (two misses, and
 /// a prefetch that covers half of it). The alignment is the slot's, not `Packet`'s, so that
@@ -162,6 +161,7 @@ impl Packet {
 #[repr(align(64))]
 struct Slot(Packet);
 
+/// Slab of packets with a free list.
 #[derive(Default)]
 pub struct PacketArena {
     slots: Vec<Slot>,

@@ -305,7 +305,107 @@ pub(crate) enum NodeRef {
 
 #[cfg(test)]
 mod tests {
-    use super::PortState;
+    use super::{PortState, CONTROL_PRIO};
+    use crate::packet::{Packet, PacketArena, PacketKind};
+    use crate::units::{Rate, Time};
+
+    /// A data packet of `wire_bytes` in `arena`.
+    fn packet(arena: &mut PacketArena, wire_bytes: u16) -> crate::packet::PacketId {
+        let mut p = Packet::new(PacketKind::Data);
+        p.wire_bytes = wire_bytes;
+        arena.alloc(p)
+    }
+
+    #[test]
+    fn passing_through_an_idle_egress_leaves_what_enqueue_then_dequeue_leaves() {
+        for prio in [CONTROL_PRIO, 3] {
+            let mut ports = PortState::test_ports(2, 100_000_000_000, Time(1_000_000));
+            let mut arena = PacketArena::default();
+            // A history: an earlier packet queued for 5 us (the integral and the peak are
+            // not zero), and priority `prio` paused for a while before (its clock neither).
+            for port in &mut ports {
+                let early = packet(&mut arena, 3_000);
+                port.enqueue(prio, early, arena.get_mut(early), Time(1_000_000));
+                port.dequeue(prio, &mut arena, Time(6_000_000));
+                port.prio[prio as usize].pause_clock = 7_654_321;
+                port.prio[prio as usize].pause_clock_ns = 7_654;
+            }
+            let now = Time(9_000_000);
+            let (direct, queued) = (packet(&mut arena, 1_048), packet(&mut arena, 1_048));
+            let [a, b] = &mut ports[..] else {
+                unreachable!()
+            };
+            assert!(a.takes_at_once(prio, now));
+            a.pass_through(prio, arena.get_mut(direct), now);
+            b.enqueue(prio, queued, arena.get_mut(queued), now);
+            assert_eq!(b.dequeue(prio, &mut arena, now), queued);
+            assert_eq!(a.queue_changed, b.queue_changed);
+            assert_eq!(a.queue_integral, b.queue_integral);
+            assert_eq!(a.peak_queue_bytes, b.peak_queue_bytes);
+            assert_eq!(a.total_queue_bytes, b.total_queue_bytes);
+            assert_eq!(a.nonempty, b.nonempty);
+            let (pd, pq) = (arena.get(direct), arena.get(queued));
+            assert_eq!(
+                (pd.pause_mark, pd.pfc_wait_ns),
+                (pq.pause_mark, pq.pfc_wait_ns)
+            );
+            assert_eq!(pd.pause_mark, 7_654);
+        }
+    }
+
+    #[test]
+    fn an_egress_takes_a_packet_at_once_only_when_idle_empty_and_unpaused() {
+        let now = Time(1_000_000);
+        let idle = || PortState::test_ports(1, 100_000_000_000, Time(1_000_000)).remove(0);
+        assert!(idle().takes_at_once(3, now));
+        let mut busy = idle();
+        busy.busy_until = now + Time(1);
+        assert!(!busy.takes_at_once(3, now));
+        let mut queued = idle();
+        queued.set_test_queue_bytes(1);
+        assert!(!queued.takes_at_once(3, now));
+        let mut frame = idle();
+        frame.pfc_out.push_back(crate::packet::PacketId(0));
+        assert!(!frame.takes_at_once(CONTROL_PRIO, now));
+        let mut paused = idle();
+        paused.set_test_pause(3, true, 0);
+        assert!(!paused.takes_at_once(3, now));
+        assert!(
+            paused.takes_at_once(4, now),
+            "another priority is not paused"
+        );
+        paused.set_test_pause(CONTROL_PRIO, true, 0);
+        assert!(
+            paused.takes_at_once(CONTROL_PRIO, now),
+            "the control priority never waits"
+        );
+    }
+
+    #[test]
+    fn a_port_serializes_as_its_rate_does_before_and_after_a_change() {
+        assert_eq!(Rate::gbps(100).ps_per_byte(), Some(80));
+        assert_eq!(
+            Rate::gbps(3).ps_per_byte(),
+            None,
+            "8 Tbit/s is not a multiple of it"
+        );
+        let mut port = PortState::test_ports(1, 100_000_000_000, Time(1_000_000)).remove(0);
+        for rate in [
+            Rate::gbps(100),
+            Rate::gbps(3),
+            Rate(7_777_777_777),
+            Rate::gbps(25),
+        ] {
+            port.set_rate(rate);
+            for bytes in [0, 1, 64, 1_048, 9_000, 1 << 30] {
+                assert_eq!(
+                    port.tx_time(bytes),
+                    rate.tx_time(bytes),
+                    "{rate:?} {bytes} B"
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {

@@ -34,7 +34,8 @@
 
 use super::dre::PortDres;
 use super::{
-    flow_hash, Capabilities, Ingress, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
+    flow_hash, pick_index, Capabilities, Ingress, LbCtx, LbFabric, PortDir, SchemeConfig,
+    SwitchScheme, NO_TOR,
 };
 use crate::check::{check_positive_time, check_range};
 use crate::engine::mix64;
@@ -448,7 +449,7 @@ impl Conga {
     /// The egress of a data packet at a switch that is not its source leaf: a hash.
     #[inline]
     fn hashed(&self, pkt: &Packet, candidates: &[u16]) -> u16 {
-        candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize]
+        candidates[pick_index(flow_hash(pkt, self.salt), candidates.len())]
     }
 
     /// The source leaf's flowlet decision towards leaf `dst_tor`: the flowlet's port if the

@@ -92,17 +92,4 @@ mod tests {
         // Independent hashes agree about half the time, correlated ones always.
         assert!((1800..2200).contains(&agree), "{agree}");
     }
-
-    /// The mask taken for a power of two picks what the remainder picks, for every count.
-    #[test]
-    fn pick_index_is_the_remainder() {
-        let hashes = (0..2_000u64)
-            .map(|i| mix64(i) ^ i << 40)
-            .chain([0, u64::MAX, 1 << 63]);
-        for h in hashes {
-            for n in 1..=70usize {
-                assert_eq!(pick_index(h, n), (h % n as u64) as usize, "{h} % {n}");
-            }
-        }
-    }
 }

@@ -27,7 +27,8 @@
 //! failure detection beyond aging.
 
 use super::{
-    flow_hash, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme, NO_TOR,
+    flow_hash, pick_index, Capabilities, LbCtx, LbFabric, PortDir, SchemeConfig, SwitchScheme,
+    NO_TOR,
 };
 use crate::check::{check_positive_time, check_range};
 use crate::engine::mix64;
@@ -288,7 +289,7 @@ impl SwitchScheme for Hula {
                 match self.best.get(tor as usize) {
                     Some(b) if b.port != NONE && candidates.contains(&b.port) => b.port,
                     // No probe yet: ECMP.
-                    _ => candidates[(hash % candidates.len() as u64) as usize],
+                    _ => candidates[pick_index(hash, candidates.len())],
                 }
             };
         self.flowlets[slot] = now as u128 | ((port as u128 + 1) << 64);

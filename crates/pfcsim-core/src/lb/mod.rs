@@ -758,6 +758,25 @@ pub fn pick_index(hash: u64, n: usize) -> usize {
     }
 }
 
+#[cfg(test)]
+mod pick_index_tests {
+    use super::pick_index;
+    use crate::engine::mix64;
+
+    /// The mask taken for a power of two picks what the remainder picks, for every count.
+    #[test]
+    fn pick_index_is_the_remainder() {
+        let hashes = (0..2_000u64)
+            .map(|i| mix64(i) ^ i << 40)
+            .chain([0, u64::MAX, 1 << 63]);
+        for h in hashes {
+            for n in 1..=70usize {
+                assert_eq!(pick_index(h, n), (h % n as u64) as usize, "{h} % {n}");
+            }
+        }
+    }
+}
+
 /// A switch's surroundings for unit tests of a scheme's hooks: its RNG stream and the actions
 /// the hooks ask for.
 #[cfg(test)]

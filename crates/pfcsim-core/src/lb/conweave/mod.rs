@@ -50,7 +50,7 @@ pub use header::{
 pub use source::TxFlow;
 
 use crate::engine::mix64;
-use crate::lb::{flow_hash, Counters, Ingress, LbCtx, LbFabric, PortDir, SwitchScheme};
+use crate::lb::{flow_hash, pick_index, Counters, Ingress, LbCtx, LbFabric, PortDir, SwitchScheme};
 use crate::packet::{LbHeader, Packet};
 use crate::units::Time;
 use reorder::{RxFlow, RX_EMPTY};
@@ -158,7 +158,7 @@ impl ConWeave {
 impl SwitchScheme for ConWeave {
     /// Upper-tier switches (and ToRs for anything not pinned): the 5-tuple hash.
     fn choose(&mut self, _ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
-        candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize]
+        candidates[pick_index(flow_hash(pkt, self.salt), candidates.len())]
     }
 
     /// A data packet arrived; `candidates` are its equal-cost egresses here.

@@ -44,7 +44,9 @@ pub use source::{Class, TxFlow};
 
 use super::dre::PortDres;
 use super::reorder::ReorderQueues;
-use super::{flow_hash, Counters, Ingress, LbCtx, LbFabric, PortDir, SwitchScheme, NO_TOR};
+use super::{
+    flow_hash, pick_index, Counters, Ingress, LbCtx, LbFabric, PortDir, SwitchScheme, NO_TOR,
+};
 use crate::engine::mix64;
 use crate::packet::{LbHeader, Packet, PacketKind};
 use crate::port::N_PRIO;
@@ -347,7 +349,7 @@ impl Lbodsn {
 impl SwitchScheme for Lbodsn {
     /// Switches past the source ToR (and anything unstamped): the 5-tuple hash.
     fn choose(&mut self, _ctx: &mut LbCtx, pkt: &Packet, candidates: &[u16]) -> u16 {
-        candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize]
+        candidates[pick_index(flow_hash(pkt, self.salt), candidates.len())]
     }
 
     fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {

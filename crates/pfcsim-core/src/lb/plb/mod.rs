@@ -55,7 +55,9 @@ pub use paths::Class;
 
 use super::dre::{fold, PortDres};
 use super::stamps::{HeldStamps, StampsSent};
-use super::{flow_hash, Counters, LbCtx, LbFabric, PortDir, RoutedMessage, SwitchScheme, NO_TOR};
+use super::{
+    flow_hash, pick_index, Counters, LbCtx, LbFabric, PortDir, RoutedMessage, SwitchScheme, NO_TOR,
+};
 use crate::engine::mix64;
 use crate::packet::{LbHeader, Packet, PacketKind};
 use crate::port::CONTROL_PRIO;
@@ -346,9 +348,7 @@ impl Plb {
                             up
                         }
                     }
-                    None => {
-                        return cands[(flow_hash(pkt, self.salt) % cands.len() as u64) as usize]
-                    }
+                    None => return cands[pick_index(flow_hash(pkt, self.salt), cands.len())],
                 }
             }
         };
@@ -431,7 +431,7 @@ impl SwitchScheme for Plb {
                 }
             }
         }
-        let egress = candidates[(flow_hash(pkt, self.salt) % candidates.len() as u64) as usize];
+        let egress = candidates[pick_index(flow_hash(pkt, self.salt), candidates.len())];
         self.check_transit(ctx, pkt, egress);
         egress
     }
