@@ -29,6 +29,145 @@ pub(crate) struct PrioQueue {
     pub(crate) paused_since: Time,
 }
 
+/// A packet on a wire: when it reaches the peer, and which it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InFlight {
+    pub(crate) arrival: Time,
+    pub(crate) pid: PacketId,
+}
+
+impl InFlight {
+    /// What fills a ring's entries before they are used.
+    const VACANT: InFlight = InFlight {
+        arrival: Time::ZERO,
+        pid: PacketId(u32::MAX),
+    };
+}
+
+/// The packets on every link: each port's FIFO is a ring in this one pool ([`Wire`]).
+///
+/// A ring has a power-of-two number of entries at a place of its own in the pool; a full ring
+/// moves to a place twice as large, and the place it leaves is taken by the next ring that
+/// grows to that size, so the pool stops growing once the fabric's links have held their most
+/// packets. An entry is named by its index in the pool, and an arrival event carries its
+/// packet's: the event loop asks for the entry behind it (the next packet's, which the arrival
+/// reads to schedule it) when it previews the event, without reading the port first. That
+/// entry was written when the next packet was sent, a propagation delay before, and in a large
+/// fabric it has left the cache by then.
+#[derive(Debug, Default)]
+pub(crate) struct WirePool {
+    entries: Vec<InFlight>,
+    /// Places left by rings that moved, by the log2 of their size.
+    free: Vec<Vec<u32>>,
+}
+
+/// One port's FIFO of packets on the wire: `len` entries from `head` on, in the ring of `cap`
+/// entries (a power of two, 0 before the first packet) at `base` in the [`WirePool`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Wire {
+    base: u32,
+    cap: u32,
+    head: u32,
+    len: u32,
+}
+
+/// Entries of a port's first ring.
+const FIRST_RING: u32 = 8;
+
+impl Wire {
+    pub(crate) fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Index in the pool of the entry `i` places behind the head (`i < cap`).
+    #[inline]
+    fn index(&self, i: u32) -> u32 {
+        self.base + ((self.head + i) & (self.cap - 1))
+    }
+
+    /// The first packet on the wire, with its entry's index in the pool.
+    #[inline]
+    pub(crate) fn front(&self, pool: &WirePool) -> Option<(u32, InFlight)> {
+        (self.len > 0).then(|| {
+            let i = self.index(0);
+            (i, pool.entries[i as usize])
+        })
+    }
+
+    /// Takes the first packet off the wire.
+    #[inline]
+    pub(crate) fn pop_front(&mut self, pool: &WirePool) -> Option<InFlight> {
+        if self.len == 0 {
+            return None;
+        }
+        let first = pool.entries[self.index(0) as usize];
+        self.head = (self.head + 1) & (self.cap - 1);
+        self.len -= 1;
+        Some(first)
+    }
+
+    /// Puts a packet on the wire, last; returns its entry's index in the pool.
+    #[inline]
+    pub(crate) fn push_back(&mut self, pool: &mut WirePool, packet: InFlight) -> u32 {
+        if self.len == self.cap {
+            pool.grow(self);
+        }
+        let i = self.index(self.len);
+        pool.entries[i as usize] = packet;
+        self.len += 1;
+        i
+    }
+
+    /// The packets on the wire, first first.
+    pub(crate) fn iter<'a>(&self, pool: &'a WirePool) -> impl Iterator<Item = InFlight> + 'a {
+        let wire = *self;
+        (0..wire.len).map(move |i| pool.entries[wire.index(i) as usize])
+    }
+}
+
+impl WirePool {
+    /// Moves `wire`'s packets to a ring twice its size (the first ring, if it has none).
+    #[cold]
+    fn grow(&mut self, wire: &mut Wire) {
+        let cap = (wire.cap * 2).max(FIRST_RING);
+        let size_class = cap.trailing_zeros() as usize;
+        let base = match self.free.get_mut(size_class).and_then(Vec::pop) {
+            Some(base) => base,
+            None => {
+                let base = self.entries.len();
+                self.entries.resize(base + cap as usize, InFlight::VACANT);
+                u32::try_from(self.entries.len()).expect("fewer than 2^32 packets on the wires");
+                base as u32
+            }
+        };
+        for i in 0..wire.len {
+            self.entries[(base + i) as usize] = self.entries[wire.index(i) as usize];
+        }
+        if wire.cap > 0 {
+            let old_class = wire.cap.trailing_zeros() as usize;
+            if self.free.len() <= old_class {
+                self.free.resize_with(old_class + 1, Vec::new);
+            }
+            self.free[old_class].push(wire.base);
+        }
+        *wire = Wire {
+            base,
+            cap,
+            head: 0,
+            len: wire.len,
+        };
+    }
+
+    /// Asks for the entry after entry `index` ([`crate::engine::prefetch`]): the next packet
+    /// on the same wire, unless the ring wraps there or has moved since (a hint either way).
+    #[inline]
+    pub(crate) fn prefetch_after(&self, index: u32) {
+        if let Some(entry) = self.entries.get(index as usize + 1) {
+            crate::engine::prefetch(entry);
+        }
+    }
+}
+
 /// Read-only view of a port, also handed to load balancers.
 ///
 /// The fields a packet's hop touches come first, packed into the first three cache lines, the
@@ -54,18 +193,20 @@ pub struct PortState {
     pub(crate) delay: Time,
     pub(crate) tx_packets: u64,
     pub(crate) tx_bytes: u64,
-    // Line 2: the wire and the PFC frames.
-    pub(crate) in_flight: VecDeque<(Time, PacketId)>,
+    // Line 2: the wire, where it leads, and the PFC frames (what an arrival reads).
+    /// The packets on the wire, in the [`WirePool`].
+    pub(crate) wire: Wire,
+    /// The node at the far end of the link, and the port there.
+    pub(crate) peer_ref: NodeRef,
+    pub(crate) peer: u32,
     /// PFC frames waiting to go out; they go before anything else.
     pub(crate) pfc_out: VecDeque<PacketId>,
-    // Line 3: who is at either end, the scheduler's bits, the queue statistics.
+    // Line 3: who owns the port, the scheduler's bits, the queue statistics.
     /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
     pub(crate) queue_integral: u128,
-    /// The node owning this port, and the node at the far end of the link.
+    /// The node owning this port.
     pub(crate) owner: NodeRef,
-    pub(crate) peer_ref: NodeRef,
     pub(crate) node: u32,
-    pub(crate) peer: u32,
     /// Bit `q` set: the queue of priority `q` is not empty.
     pub(crate) nonempty: u8,
     /// Bit `q` set: priority `q` of this egress is paused by the peer.
@@ -102,6 +243,15 @@ impl PortState {
     }
     pub fn rate(&self) -> Rate {
         self.rate
+    }
+
+    /// Asks for the three lines of the port that a packet's hop through its egress touches
+    /// ([`crate::engine::prefetch`]; a hint).
+    #[inline]
+    pub(crate) fn prefetch_hop(&self) {
+        crate::engine::prefetch(&self.busy_until);
+        crate::engine::prefetch(&self.wire);
+        crate::engine::prefetch(&self.queue_integral);
     }
 
     /// Changes the link's rate (a fault degrading it).
@@ -179,7 +329,7 @@ impl PortState {
             paused_any_since: Time::ZERO,
             queue_integral: 0,
             queue_changed: Time::ZERO,
-            in_flight: VecDeque::new(),
+            wire: Wire::default(),
             ecn_kmin,
             ecn_kmax,
             ecn_pmax,
@@ -407,10 +557,90 @@ mod tests {
         }
     }
 
+    /// Wires (rings in one pool) against `VecDeque`s: random pushes and pops on a few wires,
+    /// enough to grow their rings several times; every pop, front and listing agrees, and the
+    /// index a push returns is where `front` finds that packet once it is first, unless its
+    /// ring has grown (moved) since.
+    #[test]
+    fn wires_keep_their_packets_in_order_as_their_rings_grow() {
+        use super::{InFlight, Wire, WirePool};
+        use crate::packet::PacketId;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut pool = WirePool::default();
+        let mut wires = [Wire::default(); 4];
+        // Each packet with the index its push returned and the size of its ring then.
+        let mut models: [std::collections::VecDeque<(InFlight, u32, u32)>; 4] = Default::default();
+        let mut indices_checked = 0;
+        for step in 0..20_000u32 {
+            let w = rng.gen_range(0..4);
+            // Pushes outnumber pops early on, so the wires fill up to a few hundred packets.
+            if rng.gen_bool(if step < 10_000 { 0.6 } else { 0.4 }) {
+                let packet = InFlight {
+                    arrival: Time(step as u64),
+                    pid: PacketId(step),
+                };
+                let at = wires[w].push_back(&mut pool, packet);
+                models[w].push_back((packet, at, wires[w].cap));
+            } else {
+                let popped = models[w].pop_front().map(|e| e.0);
+                assert_eq!(wires[w].pop_front(&pool), popped);
+            }
+            for (wire, model) in wires.iter().zip(&models) {
+                assert_eq!(wire.len(), model.len());
+                let front = wire.front(&pool);
+                assert_eq!(front.map(|(_, p)| p), model.front().map(|e| e.0));
+                if let (Some((at, _)), Some(&(_, pushed_at, cap))) = (front, model.front()) {
+                    if cap == wire.cap {
+                        assert_eq!(at, pushed_at);
+                        indices_checked += 1;
+                    }
+                }
+            }
+        }
+        for (wire, model) in wires.iter().zip(&models) {
+            let listed: Vec<InFlight> = wire.iter(&pool).collect();
+            assert_eq!(listed, model.iter().map(|e| e.0).collect::<Vec<_>>());
+        }
+        assert!(wires.iter().all(|w| w.cap >= 64), "the rings grew");
+        assert!(indices_checked > 10_000);
+    }
+
+    /// A ring that grows leaves its place to the next ring that grows to that size: two
+    /// wires that take turns filling up share the pool, which holds no more than their rings
+    /// at their largest and the places they left.
+    #[test]
+    fn a_ring_that_moves_leaves_its_place_to_the_next() {
+        use super::{InFlight, Wire, WirePool, FIRST_RING};
+        use crate::packet::PacketId;
+        let mut pool = WirePool::default();
+        let (mut a, mut b) = (Wire::default(), Wire::default());
+        let packet = InFlight {
+            arrival: Time::ZERO,
+            pid: PacketId(0),
+        };
+        // `a` takes a ring of 8 and grows to 16: its ring of 8 is left.
+        for _ in 0..=FIRST_RING {
+            a.push_back(&mut pool, packet);
+        }
+        assert_eq!((a.cap, pool.entries.len()), (16, 24));
+        // `b`'s first ring is the one `a` left.
+        b.push_back(&mut pool, packet);
+        assert_eq!((b.base, b.cap, pool.entries.len()), (0, 8, 24));
+        // `b` grows to 16 at the end of the pool, leaving the 8 again.
+        for _ in 0..FIRST_RING {
+            b.push_back(&mut pool, packet);
+        }
+        assert_eq!((b.base, b.cap, pool.entries.len()), (24, 16, 40));
+        assert_eq!(pool.free[3], vec![0]);
+    }
+
     #[test]
     fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {
         assert_eq!(std::mem::align_of::<PortState>(), 64);
-        assert_eq!(std::mem::offset_of!(PortState, in_flight), 64);
+        assert_eq!(std::mem::offset_of!(PortState, wire), 64);
+        assert!(std::mem::offset_of!(PortState, peer_ref) + 8 <= 128);
+        assert!(std::mem::offset_of!(PortState, peer) + 4 <= 128);
         assert_eq!(std::mem::offset_of!(PortState, queue_integral), 128);
         assert!(std::mem::offset_of!(PortState, ecn_kmin) + 8 <= 192);
         assert!(std::mem::offset_of!(PortState, peer_node) + 4 <= 256);

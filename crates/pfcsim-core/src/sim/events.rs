@@ -27,9 +27,14 @@ use std::ops::ControlFlow;
 pub(super) enum Event {
     /// `port`'s serializer frees up and the port has something waiting.
     TxDone(u32),
-    /// The head of `port`'s in-flight FIFO, packet `pid`, reaches the peer. (The packet is
-    /// named so that it can be fetched from memory at once, while the port is.)
-    Arrival { port: u32, pid: PacketId },
+    /// The head of `port`'s wire, packet `pid`, reaches the peer. (The packet and its entry
+    /// in the [`crate::port::WirePool`] are named so that they and the entry behind can be
+    /// fetched from memory at once, while the port is.)
+    Arrival {
+        port: u32,
+        pid: PacketId,
+        entry: u32,
+    },
     /// A host NIC's pacing wake-up.
     NicWake(u32),
     /// The next flow of the (start-ordered) flow table starts.
@@ -204,11 +209,12 @@ impl Simulation {
             // wires are asked for at once (prefetched): in a large fabric each is a cache miss
             // (sent a propagation delay ago), and misses started early overlap with the work
             // of the events before them. Only hints: nothing changes.
-            let (ports, arena) = (&self.ports, &self.arena);
+            let (ports, arena, wires) = (&self.ports, &self.arena, &self.wires);
             let Some((t, ev)) = self.events.pop_with(|e| {
-                if let Event::Arrival { port, pid } = *e {
+                if let Event::Arrival { port, pid, entry } = *e {
                     crate::engine::prefetch(arena.get(pid));
-                    crate::engine::prefetch(&ports[port as usize].in_flight);
+                    crate::engine::prefetch(&ports[port as usize].wire);
+                    wires.prefetch_after(entry);
                 }
             }) else {
                 break;
@@ -389,7 +395,7 @@ impl Simulation {
     fn handle(&mut self, ev: Event) {
         match ev {
             Event::TxDone(p) => self.tx_done(p),
-            Event::Arrival { port, pid } => self.arrival(port, pid),
+            Event::Arrival { port, pid, .. } => self.arrival(port, pid),
             Event::NicWake(h) => self.nic_wake(h),
             Event::FlowStart => self.flow_start(),
             Event::Rto(h) => self.rto_fired(h),

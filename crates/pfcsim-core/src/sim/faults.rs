@@ -186,8 +186,8 @@ impl Simulation {
     /// a pause the peer held on it.
     fn take_port_down(&mut self, p: u32) {
         let now = self.now;
-        while let Some((_, pid)) = self.ports[p as usize].in_flight.pop_front() {
-            self.fault_drop(pid, DropCause::LinkDown, p);
+        while let Some(gone) = self.ports[p as usize].wire.pop_front(&self.wires) {
+            self.fault_drop(gone.pid, DropCause::LinkDown, p);
         }
         while let Some(pid) = self.ports[p as usize].pfc_out.pop_front() {
             self.arena.free(pid);

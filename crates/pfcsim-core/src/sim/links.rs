@@ -3,7 +3,7 @@
 
 use super::{Event, Simulation};
 use crate::packet::{Packet, PacketId, PacketKind};
-use crate::port::NodeRef;
+use crate::port::{InFlight, NodeRef};
 use crate::units::Time;
 
 impl Simulation {
@@ -20,10 +20,18 @@ impl Simulation {
         let done = self.now + port.tx_time(wire);
         port.busy_until = done;
         let arrival = done + port.delay;
-        port.in_flight.push_back((arrival, pid));
-        if port.in_flight.len() == 1 {
-            self.events
-                .schedule(arrival, Event::Arrival { port: p, pid });
+        let entry = port
+            .wire
+            .push_back(&mut self.wires, InFlight { arrival, pid });
+        if port.wire.len() == 1 {
+            self.events.schedule(
+                arrival,
+                Event::Arrival {
+                    port: p,
+                    pid,
+                    entry,
+                },
+            );
         }
         let more = port.total_queue_bytes > 0
             || !port.pfc_out.is_empty()
@@ -47,18 +55,19 @@ impl Simulation {
     pub(super) fn arrival(&mut self, p: u32, pid: PacketId) {
         let port = &mut self.ports[p as usize];
         // Empty only when the link went down with this packet on the wire (a fault).
-        let Some((_, head)) = port.in_flight.pop_front() else {
+        let Some(head) = port.wire.pop_front(&self.wires) else {
             return;
         };
-        debug_assert_eq!(head, pid);
+        debug_assert_eq!(head.pid, pid);
         let kind = self.arena.get(pid).kind;
-        if let Some(&(next, next_pid)) = port.in_flight.front() {
-            crate::engine::prefetch(self.arena.get(next_pid));
+        if let Some((entry, next)) = port.wire.front(&self.wires) {
+            crate::engine::prefetch(self.arena.get(next.pid));
             self.events.schedule(
-                next,
+                next.arrival,
                 Event::Arrival {
                     port: p,
-                    pid: next_pid,
+                    pid: next.pid,
+                    entry,
                 },
             );
         }

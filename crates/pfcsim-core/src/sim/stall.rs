@@ -290,8 +290,8 @@ impl Simulation {
         let on_wire: Vec<bool> = (set.iter())
             .map(|m| {
                 let port = &self.ports[m.port as usize];
-                port.in_flight.iter().any(|&(_, pid)| {
-                    let pkt = self.arena.get(pid);
+                port.wire.iter(&self.wires).any(|on| {
+                    let pkt = self.arena.get(on.pid);
                     pkt.priority == m.prio
                         && !matches!(pkt.kind, PacketKind::Pause | PacketKind::Resume)
                 })

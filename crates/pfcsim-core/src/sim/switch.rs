@@ -639,6 +639,9 @@ impl Simulation {
         let (kind, priority, payload) = (pkt.kind, pkt.priority, pkt.payload as u64);
         let wire = pkt.wire_bytes as u64;
         let out = sw.ports.start + out_local as u32;
+        // The egress is read below, after the buffer's admission: asked for now, its lines
+        // come in while the admission runs (in a large fabric they have left the cache).
+        self.ports[out as usize].prefetch_hop();
         // Whatever the scheme asked for happens even if the buffer then drops the packet.
         if !self.lb_actions.is_empty() {
             self.apply_lb_actions(s);
