@@ -698,21 +698,20 @@ impl Simulation {
             }
             return;
         }
-        let pkt = self.arena.get_mut(pid);
         let port = &mut self.ports[out as usize];
         if !pause && port.takes_at_once(prio, now) {
             // The egress is idle with nothing queued: the packet would be queued and taken
             // out again at once (`try_send`). Its queue's bookkeeping is done without the
             // round trip through the queue, with the same results (most packets of a fabric
             // at moderate load find their egress idle).
-            port.pass_through(prio, pkt, now);
+            port.pass_through(self.arena.get(pid), now);
             if prio != CONTROL_PRIO {
                 // As `switch_dequeue` would have chosen it, the only queue not empty.
                 port.rr_next = next_round_robin(prio);
             }
             return self.switch_depart(s, out, pid, prio, 0);
         }
-        port.enqueue(prio, pid, pkt, now);
+        port.enqueue(prio, pid, self.arena.get_mut(pid), now);
         if pause {
             self.send_pfc(in_port, prio, PacketKind::Pause);
         }
