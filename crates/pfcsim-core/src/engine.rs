@@ -27,7 +27,8 @@ const N_SLOTS: usize = 1 << 15;
 /// stays until popped. When the queue reaches the first non-empty slot (found with an
 /// occupancy bitmask), it moves that slot's events, sorted once, into the run `current`;
 /// events scheduled into that slot (or an earlier one) while the run lasts join the run in
-/// their sorted place. A pop takes the last (earliest) event of the run and compares it with
+/// their sorted place. A slot of one event (most of them) is popped from its node directly,
+/// without the run. A pop takes the last (earliest) event of the run and compares it with
 /// the head of the heap, both by `(time, seq)`, `seq` counting the `schedule` calls: so the
 /// order is exactly `(time, insertion order)`. Nearly every event of a packet simulation (a
 /// link's propagation, a serialization) lands in the wheel, so a push and a pop are a few
@@ -198,13 +199,46 @@ impl<E: Copy> EventQueue<E> {
         (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
     }
 
-    /// Moves the events of the first non-empty slot into `current`, sorted, and shows each
-    /// to `preview`. `current` must be empty; does nothing if the wheel is.
+    /// Empties slot `i`, which held `count` events, and asks for the first node of the next
+    /// non-empty slot, so that it is in the cache when that slot is loaded.
     #[inline]
-    fn load_slot(&mut self, mut preview: impl FnMut(&E)) {
-        let Some(i) = self.first_slot() else {
-            return;
+    fn clear_slot(&mut self, i: usize, count: usize) {
+        self.near -= count;
+        self.heads[i] = NIL;
+        self.occupied[i / 64] &= !(1 << (i % 64));
+        if let Some(j) = self.occupied_after(i) {
+            prefetch(&self.nodes[self.heads[j] as usize]);
+        }
+    }
+
+    /// Pops the event of the first non-empty slot, `i`, if it is the slot's only one and no
+    /// event of the heap comes before it (most slots hold one event), after showing it to
+    /// `preview`; otherwise leaves the queue as it was.
+    #[inline]
+    fn pop_lone(&mut self, i: usize, preview: &mut impl FnMut(&E)) -> Option<Entry<E>> {
+        let n = self.heads[i];
+        let node = &self.nodes[n as usize];
+        if node.next != NIL {
+            return None;
+        }
+        let entry = Entry {
+            time: node.entry.time,
+            seq: node.entry.seq,
+            event: node.entry.event,
         };
+        if self.far.peek().is_some_and(|f| f.0.key() < entry.key()) {
+            return None;
+        }
+        preview(&entry.event);
+        self.free.push(n);
+        self.clear_slot(i, 1);
+        Some(entry)
+    }
+
+    /// Moves the events of slot `i` (the first non-empty one) into `current`, sorted, and
+    /// shows each to `preview`. `current` must be empty.
+    #[inline]
+    fn load_slot(&mut self, i: usize, preview: &mut impl FnMut(&E)) {
         let mut n = self.heads[i];
         while n != NIL {
             let node = &self.nodes[n as usize];
@@ -219,14 +253,7 @@ impl<E: Copy> EventQueue<E> {
         for e in &self.current {
             preview(&e.event);
         }
-        self.near -= self.current.len();
-        self.heads[i] = NIL;
-        self.occupied[i / 64] &= !(1 << (i % 64));
-        // Looking ahead: the first node of the next slot is asked for, so that it is in the
-        // cache when that slot is loaded.
-        if let Some(j) = self.occupied_after(i) {
-            prefetch(&self.nodes[self.heads[j] as usize]);
-        }
+        self.clear_slot(i, self.current.len());
         if self.current.len() > 1 {
             self.current
                 .sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
@@ -246,9 +273,14 @@ impl<E: Copy> EventQueue<E> {
     /// the cache misses of a large fabric, whose working set outgrows the caches, overlap
     /// with other work instead of coming one at a time as each event is handled.
     #[inline]
-    pub fn pop_with(&mut self, preview: impl FnMut(&E)) -> Option<(Time, E)> {
+    pub fn pop_with(&mut self, mut preview: impl FnMut(&E)) -> Option<(Time, E)> {
         if self.current.is_empty() {
-            self.load_slot(preview);
+            if let Some(i) = self.first_slot() {
+                if let Some(entry) = self.pop_lone(i, &mut preview) {
+                    return Some(self.popped(entry));
+                }
+                self.load_slot(i, &mut preview);
+            }
         }
         let near_first = match (self.current.last(), self.far.peek()) {
             (Some(n), far) => far.is_none_or(|f| n.key() < f.0.key()),
@@ -260,9 +292,15 @@ impl<E: Copy> EventQueue<E> {
         } else {
             self.far.pop().expect("peeked").0
         };
+        Some(self.popped(entry))
+    }
+
+    /// Moves the cursor to the popped `entry`.
+    #[inline]
+    fn popped(&mut self, entry: Entry<E>) -> (Time, E) {
         self.cursor = entry.time >> SLOT_BITS;
         self.last = entry.key();
-        Some((Time(entry.time), entry.event))
+        (Time(entry.time), entry.event)
     }
 
     /// Takes the next insertion number without scheduling anything: something kept outside
@@ -457,6 +495,29 @@ mod tests {
         assert_eq!(popped, vec![0, 7, 1, 2, 100, 101]);
         shown.sort();
         assert_eq!(shown, vec![0, 1, 2, 100, 101]);
+    }
+
+    #[test]
+    fn a_lone_event_of_the_wheel_waits_for_an_earlier_one_of_the_heap() {
+        let span = (N_SLOTS as u64) << SLOT_BITS;
+        let mut q = EventQueue::default();
+        q.schedule(Time(1_000), 'a');
+        // Beyond the wheel when scheduled: into the heap.
+        q.schedule(Time(span + 10), 'b');
+        assert_eq!(q.pop(), Some((Time(1_000), 'a')));
+        // Within the wheel from the new cursor on, alone in its slot, but after 'b'.
+        q.schedule(Time(span + 500), 'c');
+        let mut shown = Vec::new();
+        let mut popped = Vec::new();
+        while let Some((t, e)) = q.pop_with(|&e| shown.push(e)) {
+            popped.push((t, e));
+        }
+        assert_eq!(
+            popped,
+            vec![(Time(span + 10), 'b'), (Time(span + 500), 'c')]
+        );
+        // Shown once, when it was popped (heap events are not shown).
+        assert_eq!(shown, vec!['c']);
     }
 
     #[test]
