@@ -17,6 +17,9 @@ const SLOT_BITS: u32 = 7;
 /// Slots in the wheel: it covers 2^15 x 128 ps (about 4.2 us) from the current slot on, past
 /// a link's propagation delay and a packet's serialization (the events of a packet's hops).
 const N_SLOTS: usize = 1 << 15;
+/// Words of the occupancy bitmask (one bit a slot). The wheel's two arrays have these sizes
+/// in their types, so an index taken modulo the size needs no bounds check.
+const N_WORDS: usize = N_SLOTS / 64;
 
 /// Priority queue of events of type `E`, popped in `(time, insertion order)`.
 ///
@@ -44,12 +47,12 @@ const N_SLOTS: usize = 1 << 15;
 /// before it is popped, and is no longer in the cache by then.
 pub struct EventQueue<E> {
     /// First node of every slot's list (`NIL`: empty).
-    heads: Vec<u32>,
+    heads: Box<[u32; N_SLOTS]>,
     nodes: Vec<Node<E>>,
     /// Free nodes, the last freed on top.
     free: Vec<u32>,
     /// Bit `i % 64` of word `i / 64` set: slot `i` is not empty.
-    occupied: Vec<u64>,
+    occupied: Box<[u64; N_WORDS]>,
     /// Slot number (`time >> SLOT_BITS`) of the last popped event.
     cursor: u64,
     /// Events in the wheel's slot lists (not counting `current`).
@@ -108,10 +111,10 @@ impl<E> Ord for Entry<E> {
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
-            heads: vec![NIL; N_SLOTS],
+            heads: Box::new([NIL; N_SLOTS]),
             nodes: Vec::new(),
             free: Vec::new(),
-            occupied: vec![0; N_SLOTS / 64],
+            occupied: Box::new([0; N_WORDS]),
             cursor: 0,
             near: 0,
             current: Vec::new(),
@@ -174,9 +177,8 @@ impl<E: Copy> EventQueue<E> {
         if head != 0 {
             return Some(w0 * 64 + head.trailing_zeros() as usize);
         }
-        let words = N_SLOTS / 64;
-        for k in 1..=words {
-            let w = (w0 + k) % words;
+        for k in 1..=N_WORDS {
+            let w = (w0 + k) % N_WORDS;
             let bits = self.occupied[w];
             if bits != 0 {
                 return Some(w * 64 + bits.trailing_zeros() as usize);
@@ -190,24 +192,24 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     fn occupied_after(&self, i: usize) -> Option<usize> {
         let (w, b) = (i / 64, i % 64);
-        let rest = self.occupied[w] & (u64::MAX << b) & !(1 << b);
+        let rest = self.occupied[w % N_WORDS] & (u64::MAX << b) & !(1 << b);
         if rest != 0 {
             return Some(w * 64 + rest.trailing_zeros() as usize);
         }
-        let w = (w + 1) % (N_SLOTS / 64);
+        let w = (w + 1) % N_WORDS;
         let bits = self.occupied[w];
         (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
     }
 
     /// Empties slot `i`, which held `count` events, and asks for the first node of the next
     /// non-empty slot, so that it is in the cache when that slot is loaded.
-    #[inline]
+    #[inline(always)]
     fn clear_slot(&mut self, i: usize, count: usize) {
         self.near -= count;
-        self.heads[i] = NIL;
-        self.occupied[i / 64] &= !(1 << (i % 64));
+        self.heads[i % N_SLOTS] = NIL;
+        self.occupied[i / 64 % N_WORDS] &= !(1 << (i % 64));
         if let Some(j) = self.occupied_after(i) {
-            prefetch(&self.nodes[self.heads[j] as usize]);
+            prefetch(&self.nodes[self.heads[j % N_SLOTS] as usize]);
         }
     }
 
@@ -216,7 +218,7 @@ impl<E: Copy> EventQueue<E> {
     /// `preview`; otherwise leaves the queue as it was.
     #[inline]
     fn pop_lone(&mut self, i: usize, preview: &mut impl FnMut(&E)) -> Option<Entry<E>> {
-        let n = self.heads[i];
+        let n = self.heads[i % N_SLOTS];
         let node = &self.nodes[n as usize];
         if node.next != NIL {
             return None;
@@ -239,7 +241,7 @@ impl<E: Copy> EventQueue<E> {
     /// shows each to `preview`. `current` must be empty.
     #[inline]
     fn load_slot(&mut self, i: usize, preview: &mut impl FnMut(&E)) {
-        let mut n = self.heads[i];
+        let mut n = self.heads[i % N_SLOTS];
         while n != NIL {
             let node = &self.nodes[n as usize];
             self.current.push(Entry {
