@@ -205,10 +205,11 @@ impl Simulation {
         self.set_next_stop(horizon);
 
         loop {
-            // When the queue reaches a new slot, the packets arriving in it and their ports'
-            // wires are asked for at once (prefetched): in a large fabric each is a cache miss
-            // (sent a propagation delay ago), and misses started early overlap with the work
-            // of the events before them. Only hints: nothing changes.
+            // When the queue reaches a new slot, the packets arriving in it, their ports'
+            // wires and the wire entries behind them (the next packets', read to schedule
+            // them) are asked for at once (prefetched): in a large fabric each is a cache miss
+            // (written a propagation delay ago), and misses started early overlap with the
+            // work of the events before them. Only hints: nothing changes.
             let (ports, arena, wires) = (&self.ports, &self.arena, &self.wires);
             let Some((t, ev)) = self.events.pop_with(|e| {
                 if let Event::Arrival { port, pid, entry } = *e {
