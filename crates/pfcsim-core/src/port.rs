@@ -170,12 +170,14 @@ impl WirePool {
 
 /// Read-only view of a port, also handed to load balancers.
 ///
-/// The fields a packet's hop touches come first, packed into the first three cache lines, the
-/// rarer ones (ECN marking above `ecn_kmin`, pauses) in the fourth, then one line per priority
-/// queue; the port is aligned to a cache line, so each of these is one line of memory
-/// (checked by a test). A hop then touches few lines of its port: in a large fabric, whose
-/// thousands of ports do not fit the cache, each line is a miss (an unaligned port spread
-/// each of them over two lines).
+/// The fields a packet's hop touches come first: a packet arriving over the wire, or passing
+/// through an idle egress, reads only the first two cache lines; one that is queued also the
+/// third (the queue integral, the PFC frames, ECN above `ecn_kmin`) and its queue's line; the
+/// rarer fields (the rate, pauses) are in the fourth, then one line per priority queue. The
+/// port is aligned to a cache line, so each of these is one line of memory (checked by a
+/// test). A hop then touches few lines of its port: in a large fabric, whose thousands of
+/// ports do not fit the cache, each line is a miss (an unaligned port spread each of them
+/// over two lines).
 #[repr(C, align(64))]
 pub struct PortState {
     // Line 1: the serializer and the queue totals.
@@ -193,32 +195,36 @@ pub struct PortState {
     pub(crate) delay: Time,
     pub(crate) tx_packets: u64,
     pub(crate) tx_bytes: u64,
-    // Line 2: the wire, where it leads, and the PFC frames (what an arrival reads).
+    // Line 2: the wire and its ends, the scheduler's bits, the peak (with line 1, all that a
+    // packet passing through an idle egress, or arriving over the wire, reads of the port).
     /// The packets on the wire, in the [`WirePool`].
     pub(crate) wire: Wire,
     /// The node at the far end of the link, and the port there.
     pub(crate) peer_ref: NodeRef,
-    pub(crate) peer: u32,
-    /// PFC frames waiting to go out; they go before anything else.
-    pub(crate) pfc_out: VecDeque<PacketId>,
-    // Line 3: who owns the port, the scheduler's bits, the queue statistics.
-    /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
-    pub(crate) queue_integral: u128,
     /// The node owning this port.
     pub(crate) owner: NodeRef,
-    pub(crate) node: u32,
+    pub(crate) peer: u32,
     /// Bit `q` set: the queue of priority `q` is not empty.
     pub(crate) nonempty: u8,
     /// Bit `q` set: priority `q` of this egress is paused by the peer.
     pub(crate) paused: u8,
     /// Data priority the round-robin tries first.
     pub(crate) rr_next: u8,
+    /// PFC frames wait in `pfc_out` (kept with it by [`PortState::queue_pfc`] and
+    /// [`PortState::next_pfc`]).
+    pfc_waiting: bool,
     pub(crate) peak_queue_bytes: u64,
     /// RED parameters of this egress: marking starts above `ecn_kmin` bytes (u64::MAX: off).
     pub(crate) ecn_kmin: u64,
-    // Line 4: ECN above `ecn_kmin`, the link's rate, pauses, the peer for load balancers.
+    pub(crate) node: u32,
+    // Line 3: the queue integral, the PFC frames, ECN above `ecn_kmin`.
+    /// Integral of `total_queue_bytes` over time (byte-picoseconds) up to `queue_changed`.
+    pub(crate) queue_integral: u128,
+    /// PFC frames waiting to go out; they go before anything else.
+    pfc_out: VecDeque<PacketId>,
     pub(crate) ecn_kmax: u64,
     pub(crate) ecn_pmax: f64,
+    // Line 4: the link's rate, pauses, the peer for load balancers.
     rate: Rate,
     pub(crate) paused_any_since: Time,
     pub(crate) peer_node: u32,
@@ -245,13 +251,35 @@ impl PortState {
         self.rate
     }
 
-    /// Asks for the three lines of the port that a packet's hop through its egress touches
+    /// Asks for the two lines of the port that a packet passing through its idle egress touches
     /// ([`crate::engine::prefetch`]; a hint).
     #[inline]
     pub(crate) fn prefetch_hop(&self) {
         crate::engine::prefetch(&self.busy_until);
         crate::engine::prefetch(&self.wire);
-        crate::engine::prefetch(&self.queue_integral);
+    }
+
+    /// Whether PFC frames wait to go out.
+    #[inline]
+    pub(crate) fn pfc_waiting(&self) -> bool {
+        self.pfc_waiting
+    }
+
+    /// Queues a PFC frame to go out before anything else.
+    pub(crate) fn queue_pfc(&mut self, pid: PacketId) {
+        self.pfc_out.push_back(pid);
+        self.pfc_waiting = true;
+    }
+
+    /// Takes the next PFC frame to go out, if any.
+    #[inline]
+    pub(crate) fn next_pfc(&mut self) -> Option<PacketId> {
+        if !self.pfc_waiting {
+            return None;
+        }
+        let pid = self.pfc_out.pop_front();
+        self.pfc_waiting = !self.pfc_out.is_empty();
+        pid
     }
 
     /// Changes the link's rate (a fault degrading it).
@@ -320,6 +348,7 @@ impl PortState {
             tx_bytes: 0,
             peak_queue_bytes: 0,
             pfc_out: VecDeque::new(),
+            pfc_waiting: false,
             total_queue_bytes: 0,
             busy_until: Time::ZERO,
             wake_at: Time::MAX,
@@ -403,7 +432,7 @@ impl PortState {
     pub(crate) fn takes_at_once(&self, prio: u8, now: Time) -> bool {
         self.busy_until <= now
             && self.total_queue_bytes == 0
-            && self.pfc_out.is_empty()
+            && !self.pfc_waiting
             && (prio == CONTROL_PRIO || !self.is_paused(prio))
     }
 
@@ -528,7 +557,7 @@ mod tests {
         queued.set_test_queue_bytes(1);
         assert!(!queued.takes_at_once(3, now));
         let mut frame = idle();
-        frame.pfc_out.push_back(crate::packet::PacketId(0));
+        frame.queue_pfc(crate::packet::PacketId(0));
         assert!(!frame.takes_at_once(CONTROL_PRIO, now));
         let mut paused = idle();
         paused.set_test_pause(3, true, 0);
@@ -650,13 +679,40 @@ mod tests {
 
     #[test]
     fn the_hot_fields_of_a_port_fit_its_first_three_cache_lines() {
+        use std::mem::offset_of;
         assert_eq!(std::mem::align_of::<PortState>(), 64);
-        assert_eq!(std::mem::offset_of!(PortState, wire), 64);
-        assert!(std::mem::offset_of!(PortState, peer_ref) + 8 <= 128);
-        assert!(std::mem::offset_of!(PortState, peer) + 4 <= 128);
-        assert_eq!(std::mem::offset_of!(PortState, queue_integral), 128);
-        assert!(std::mem::offset_of!(PortState, ecn_kmin) + 8 <= 192);
-        assert!(std::mem::offset_of!(PortState, peer_node) + 4 <= 256);
+        // Line 2: all that an arrival and a direct departure read besides line 1.
+        assert_eq!(offset_of!(PortState, wire), 64);
+        for end in [
+            offset_of!(PortState, peer_ref) + 8,
+            offset_of!(PortState, owner) + 8,
+            offset_of!(PortState, peer) + 4,
+            offset_of!(PortState, nonempty) + 1,
+            offset_of!(PortState, paused) + 1,
+            offset_of!(PortState, rr_next) + 1,
+            offset_of!(PortState, pfc_waiting) + 1,
+            offset_of!(PortState, peak_queue_bytes) + 8,
+            offset_of!(PortState, ecn_kmin) + 8,
+        ] {
+            assert!(end <= 128, "{end}");
+        }
+        assert_eq!(offset_of!(PortState, queue_integral), 128);
+        assert!(offset_of!(PortState, pfc_out) + 32 <= 192);
+        assert!(offset_of!(PortState, peer_node) + 4 <= 256);
+    }
+
+    #[test]
+    fn pfc_frames_go_out_in_order_and_the_port_knows_when_some_wait() {
+        let mut port = PortState::test_ports(1, 100_000_000_000, Time(1_000_000)).remove(0);
+        assert!(!port.pfc_waiting());
+        port.queue_pfc(crate::packet::PacketId(4));
+        port.queue_pfc(crate::packet::PacketId(2));
+        assert!(port.pfc_waiting());
+        assert_eq!(port.next_pfc(), Some(crate::packet::PacketId(4)));
+        assert!(port.pfc_waiting());
+        assert_eq!(port.next_pfc(), Some(crate::packet::PacketId(2)));
+        assert!(!port.pfc_waiting());
+        assert_eq!(port.next_pfc(), None);
     }
 
     #[test]

@@ -189,7 +189,7 @@ impl Simulation {
         while let Some(gone) = self.ports[p as usize].wire.pop_front(&self.wires) {
             self.fault_drop(gone.pid, DropCause::LinkDown, p);
         }
-        while let Some(pid) = self.ports[p as usize].pfc_out.pop_front() {
+        while let Some(pid) = self.ports[p as usize].next_pfc() {
             self.arena.free(pid);
         }
         let mut frames = Vec::new();

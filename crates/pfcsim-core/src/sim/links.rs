@@ -34,7 +34,7 @@ impl Simulation {
             );
         }
         let more = port.total_queue_bytes > 0
-            || !port.pfc_out.is_empty()
+            || port.pfc_waiting()
             || matches!(port.owner, NodeRef::Host(h) if !self.hosts[h as usize].is_idle());
         if more {
             port.wake_at = done;
@@ -158,7 +158,7 @@ impl Simulation {
             PacketKind::Pause => port.rec.pfc_pauses_sent += 1,
             _ => port.rec.pfc_resumes_sent += 1,
         }
-        port.pfc_out.push_back(pid);
+        port.queue_pfc(pid);
         if self.monitors.is_some() {
             self.monitor_pfc(p, prio, kind == PacketKind::Pause, true, None);
         }

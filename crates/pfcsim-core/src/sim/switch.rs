@@ -723,7 +723,7 @@ impl Simulation {
     pub(super) fn switch_dequeue(&mut self, s: u32, p: u32) {
         let now = self.now;
         let port = &mut self.ports[p as usize];
-        if let Some(pid) = port.pfc_out.pop_front() {
+        if let Some(pid) = port.next_pfc() {
             self.start_tx(p, pid);
             return;
         }
@@ -755,8 +755,8 @@ impl Simulation {
     #[inline(always)]
     fn switch_depart(&mut self, s: u32, p: u32, pid: PacketId, prio: u8, queue_after: u64) {
         let now = self.now;
-        let port = &self.ports[p as usize];
-        let (kmin, kmax, pmax) = (port.ecn_kmin, port.ecn_kmax, port.ecn_pmax);
+        // Above `kmin` only are the rest of the RED parameters read (on the port's third line).
+        let kmin = self.ports[p as usize].ecn_kmin;
         let sw = &mut self.switches[s as usize];
         let out_local = (p - sw.ports.start) as u16;
         let mut scratch = 0;
@@ -792,6 +792,10 @@ impl Simulation {
         }
         if pkt.kind.follows_path_tag() {
             if queue_after > kmin {
+                let (kmax, pmax) = (
+                    self.ports[p as usize].ecn_kmax,
+                    self.ports[p as usize].ecn_pmax,
+                );
                 let mark = queue_after >= kmax || {
                     let prob = pmax * (queue_after - kmin) as f64 / (kmax - kmin) as f64;
                     sw.ecn_rng.gen::<f64>() < prob
