@@ -792,10 +792,8 @@ impl Simulation {
         }
         if pkt.kind.follows_path_tag() {
             if queue_after > kmin {
-                let (kmax, pmax) = (
-                    self.ports[p as usize].ecn_kmax,
-                    self.ports[p as usize].ecn_pmax,
-                );
+                let port = &self.ports[p as usize];
+                let (kmax, pmax) = (port.ecn_kmax, port.ecn_pmax);
                 let mark = queue_after >= kmax || {
                     let prob = pmax * (queue_after - kmin) as f64 / (kmax - kmin) as f64;
                     sw.ecn_rng.gen::<f64>() < prob
