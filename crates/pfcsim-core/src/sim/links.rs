@@ -59,7 +59,23 @@ impl Simulation {
             return;
         };
         debug_assert_eq!(head.pid, pid);
-        let kind = self.arena.get(pid).kind;
+        let pkt = self.arena.get(pid);
+        let (kind, flow, dst) = (pkt.kind, pkt.flow, pkt.dst);
+        let to = port.peer;
+        let peer = port.peer_ref;
+        // Ask now for what the receiving node reads first, so that its miss overlaps the
+        // scheduling of the next arrival: a host's queue pair, a switch's route entry.
+        match peer {
+            NodeRef::Host(_) => {
+                if let Some(f) = self.flows.get(flow as usize) {
+                    crate::engine::prefetch(f);
+                }
+            }
+            NodeRef::Switch(s) => {
+                self.switches[s as usize].prefetch_route(self.host_index[dst as usize] as usize)
+            }
+        }
+        let port = &mut self.ports[p as usize];
         if let Some((entry, next)) = port.wire.front(&self.wires) {
             crate::engine::prefetch(self.arena.get(next.pid));
             self.events.schedule(
@@ -71,8 +87,6 @@ impl Simulation {
                 },
             );
         }
-        let to = port.peer;
-        let peer = port.peer_ref;
         if matches!(kind, PacketKind::Pause | PacketKind::Resume) {
             self.receive_pfc(to, pid);
             return;

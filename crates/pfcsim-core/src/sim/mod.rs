@@ -98,6 +98,8 @@ pub enum SetupError {
         buffer: u64,
         set_aside: u64,
     },
+    #[error("topology: {hosts} hosts; a fabric may have at most {max} (a switch's routing table names a host's next hops with a 16-bit index); split the study into smaller fabrics")]
+    TooManyHosts { hosts: usize, max: usize },
 }
 
 /// A simulation of one fabric with one set of flows.

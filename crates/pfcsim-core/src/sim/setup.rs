@@ -3,7 +3,7 @@
 //! of the load-balancing scheme.
 
 use super::host::{ideal_fct, FlowState, Host};
-use super::switch::{PfcModel, Switch, SwitchConfig};
+use super::switch::{PfcModel, Switch, SwitchConfig, MAX_HOSTS};
 use super::{
     faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, Guards, SetupError, Simulation,
     StopRule,
@@ -41,6 +41,12 @@ impl Simulation {
                 node_ref.push(NodeRef::Host(n_host));
                 n_host += 1;
             }
+        }
+        if n_host as usize > MAX_HOSTS {
+            return Err(SetupError::TooManyHosts {
+                hosts: n_host as usize,
+                max: MAX_HOSTS,
+            });
         }
 
         // Ports: contiguous per node, in link order.
@@ -278,9 +284,9 @@ impl Simulation {
         let switches = shape.switches as f64;
         // `to_host`: a u32 hop distance per (host, node).
         let distances = hosts * (hosts + switches) * size(std::mem::size_of::<u32>());
-        // A 4-byte route-set index per (switch, host) and the distinct sets' (offset, count)
+        // A 2-byte route-set index per (switch, host) and the distinct sets' (offset, count)
         // (at most one per host, a handful in a Clos), counted together as 8 bytes per
-        // (switch, host); and at most one u16 next hop per (switch port facing another
+        // (switch, host) (an upper bound); and at most one u16 next hop per (switch port facing another
         // switch, host) and one more per host (at its ToR).
         let routes = switches * hosts * size(std::mem::size_of::<(u32, u16)>())
             + (2.0 * shape.switch_links as f64 + 1.0) * hosts * size(2);
@@ -392,4 +398,34 @@ pub(super) fn build_mmu(cfg: &SwitchConfig, ports: &[PortState], mtu_wire: u64) 
         cfg.pfc.enabled,
         headroom,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::LeafSpine;
+    use crate::units::Rate;
+
+    #[test]
+    fn a_fabric_with_more_hosts_than_a_route_index_names_is_refused() {
+        let link = (Rate::gbps(100), Time::from_us(1));
+        let leaves = (MAX_HOSTS as u32).div_ceil(16) + 1;
+        let topo = Topology::leaf_spine(&LeafSpine::uniform(leaves, 1, 16, link.0, link.1));
+        let stop = StopRule {
+            at: Time::from_ms(1),
+            when_flows_done: false,
+        };
+        let err = Simulation::new(&topo, FabricConfig::default(), Vec::new(), 1, stop)
+            .err()
+            .expect("too many hosts");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "topology: {} hosts; a fabric may have at most 65536 (a switch's routing table \
+                 names a host's next hops with a 16-bit index); split the study into smaller \
+                 fabrics",
+                leaves * 16
+            )
+        );
+    }
 }

@@ -265,6 +265,10 @@ impl EcnConfig {
     }
 }
 
+/// Most hosts a fabric may have: a switch's routing table names a host's set of next hops
+/// with a 16-bit index, and there are at most as many sets as hosts.
+pub(super) const MAX_HOSTS: usize = 1 << 16;
+
 /// One switch.
 pub(super) struct Switch {
     pub(super) node: u32,
@@ -273,9 +277,11 @@ pub(super) struct Switch {
     /// For each host (by host index): its set of next hops, an index into `route_sets`.
     /// Hosts share sets (every host under another leaf has the same next hops at a leaf),
     /// so this table, read by every packet forwarded and the largest per-switch structure of
-    /// a large fabric (one entry per host in every switch), holds 4 bytes per host instead of
-    /// a copy of the set: 1,024 hosts take 4 KB per switch.
-    route_of: Vec<u32>,
+    /// a large fabric (one entry per host in every switch), holds 2 bytes per host instead of
+    /// a copy of the set: 1,024 hosts take 2 KB per switch, 32 hosts a cache line. A switch
+    /// has at most one set per host, and a fabric at most [`MAX_HOSTS`] hosts (checked at
+    /// setup), so every index fits.
+    route_of: Vec<u16>,
     /// The distinct sets of next hops: (offset, count) in `next_hops`.
     route_sets: Vec<(u32, u16)>,
     /// Local port indices, grouped per set, each set once.
@@ -461,10 +467,10 @@ fn shortest_path_routes(
     neighbours: &[(u32, usize)],
     to_host: &[Vec<u32>],
     down: impl Fn(usize) -> bool,
-) -> (Vec<u32>, Vec<(u32, u16)>, Vec<u16>) {
+) -> (Vec<u16>, Vec<(u32, u16)>, Vec<u16>) {
     let mut route_of = Vec::with_capacity(to_host.len());
     let mut sets: Vec<(u32, u16)> = Vec::new();
-    let mut index: std::collections::HashMap<Vec<u16>, u32> = std::collections::HashMap::new();
+    let mut index: std::collections::HashMap<Vec<u16>, u16> = std::collections::HashMap::new();
     let mut next_hops = Vec::new();
     let mut hops = Vec::new();
     for dist in to_host {
@@ -479,7 +485,7 @@ fn shortest_path_routes(
         let set = *index.entry(hops.clone()).or_insert_with(|| {
             sets.push((next_hops.len() as u32, hops.len() as u16));
             next_hops.extend_from_slice(&hops);
-            sets.len() as u32 - 1
+            u16::try_from(sets.len() - 1).expect("at most MAX_HOSTS hosts (checked at setup)")
         });
         route_of.push(set);
     }
@@ -497,6 +503,15 @@ impl Switch {
     ) {
         (self.route_of, self.route_sets, self.next_hops) =
             shortest_path_routes(self.node, neighbours, to_host, down);
+    }
+
+    /// Asks for the routing table's entry of host index `host` (see [`crate::engine::prefetch`];
+    /// an index out of range, a switch's, asks for nothing).
+    #[inline]
+    pub(super) fn prefetch_route(&self, host: usize) {
+        if let Some(entry) = self.route_of.get(host) {
+            crate::engine::prefetch(entry);
+        }
     }
 
     /// (offset, count) of the next hops towards host index `host` in `next_hops`.
