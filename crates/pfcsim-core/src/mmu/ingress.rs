@@ -47,8 +47,12 @@ pub struct IngressMmu {
     headroom: Vec<u64>,
     /// Σheadroom + Σreserve over ports: the part of the buffer the shared pool cannot use.
     set_aside: u64,
-    /// Per (port, priority), in one record so an update touches one cache line.
+    /// Per (port, priority), in one record so an update touches one cache line; priority by
+    /// priority, so that the entries of a fabric's one or two priorities in use are adjacent
+    /// (24 bytes apart, not 192) and few lines hold a switch's whole state.
     queues: Vec<IngressQueue>,
+    /// Number of ports (the stride of a priority's entries in `queues`).
+    ports: usize,
     shared_used: u64,
 }
 
@@ -85,13 +89,14 @@ impl IngressMmu {
             headroom,
             set_aside,
             queues: vec![IngressQueue::default(); ports * N_PRIO],
+            ports,
             shared_used: 0,
         }
     }
 
     #[inline]
-    fn idx(port: usize, prio: u8) -> usize {
-        port * N_PRIO + prio as usize
+    fn idx(&self, port: usize, prio: u8) -> usize {
+        prio as usize * self.ports + port
     }
 
     /// The current XOFF threshold on a queue's shared use.
@@ -119,7 +124,7 @@ impl IngressMmu {
     #[inline]
     pub fn arrive(&mut self, port: usize, prio: u8, size: u64) -> Admission {
         let threshold = self.threshold();
-        let i = Self::idx(port, prio);
+        let i = self.idx(port, prio);
         let mut q = self.queues[i];
         let n = q.ingress + size;
         let over_threshold = n > self.reserve && n - self.reserve > threshold;
@@ -147,7 +152,7 @@ impl IngressMmu {
     /// Returns `true` if the switch must now send RESUME(prio) out of `port`.
     #[inline]
     pub fn release(&mut self, port: usize, prio: u8, size: u64) -> bool {
-        let i = Self::idx(port, prio);
+        let i = self.idx(port, prio);
         let mut q = self.queues[i];
         let from_hdrm = q.hdrm.min(size);
         q.hdrm -= from_hdrm;
@@ -186,13 +191,13 @@ impl IngressMmu {
     /// touched). Read-only view for load balancers that predict PFC (RLB).
     #[inline]
     pub fn ingress_use(&self, port: usize, prio: u8) -> u64 {
-        let q = &self.queues[Self::idx(port, prio)];
+        let q = &self.queues[self.idx(port, prio)];
         self.shared_of(q) + q.hdrm
     }
 
     /// Every byte charged to (port, prio): reserve, shared pool and headroom (monitors).
     pub fn charged(&self, port: usize, prio: u8) -> u64 {
-        let q = &self.queues[Self::idx(port, prio)];
+        let q = &self.queues[self.idx(port, prio)];
         q.ingress + q.hdrm
     }
 
@@ -208,7 +213,7 @@ impl IngressMmu {
 
     /// Whether this switch has PAUSE outstanding for (port, prio).
     pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
-        self.queues[Self::idx(port, prio)].paused
+        self.queues[self.idx(port, prio)].paused
     }
 
     /// Whether (port, prio) keeps its PAUSE outstanding for as long as `stuck` of the bytes
@@ -220,7 +225,7 @@ impl IngressMmu {
     /// no headroom in use and a shared use of 0 or at most the threshold less
     /// `resume_offset`; the threshold is at most its value with the shared pool empty.
     pub fn pause_is_stuck(&self, port: usize, prio: u8, stuck: u64, more_may_arrive: bool) -> bool {
-        let q = &self.queues[Self::idx(port, prio)];
+        let q = &self.queues[self.idx(port, prio)];
         if !q.paused {
             return false;
         }
