@@ -130,10 +130,19 @@ struct Sending {
     next_avail: Time,
 }
 
-/// Sender, receiver and measurement state of one flow (queue pair).
-#[repr(C)] // what a packet sent, received or acknowledged touches comes first, together
+/// Sender, receiver and measurement state of one flow (queue pair), laid out on 64-byte lines
+/// by what touches it (the layout is checked by a test): in a large fabric a flow's state has
+/// left the cache between its packets, and each line a packet touches is a miss.
+///
+/// * line 0: the sender's sequence state (every packet sent, every ACK);
+/// * line 1: the flow's spec (every packet sent: addresses, size, priority; an ACK: size);
+/// * lines 2-3: rate control and the sender's counters (every packet sent; an ACK with CNP);
+/// * line 4: the receiver (every data packet received), line 5 its rarer counters (packets
+///   held by PFC, a new path);
+/// * then what is read at the end of the run or by the coflow scheduler only.
+#[repr(C, align(64))]
 pub(crate) struct FlowState {
-    // Sender (with the flow's spec and DCQCN state: every packet sent and every ACK).
+    // Line 0.
     pub(super) snd_nxt: u64,
     pub(super) snd_una: u64,
     /// Highest byte ever sent (bytes below it that are sent again are retransmissions).
@@ -143,23 +152,42 @@ pub(crate) struct FlowState {
     pub(super) rto_deadline: Time,
     /// Reading of the host port's pause clock at the QP's last transmission.
     pub(super) pause_mark: u64,
-    pub(super) line_rate: Rate,
+    /// When the last byte was acknowledged (`Time::MAX`: not yet; [`FlowState::finished`]).
+    finished_at: Time,
     pub(super) id: u32,
     pub(super) sport: u16,
     pub(super) in_sending: bool,
-    pub(super) finished: Option<Time>,
+    // Line 1.
     pub(super) spec: FlowSpec,
+    // Lines 2-3.
     cc: Option<Dcqcn>,
-    // Receiver (every data packet received).
+    pub(super) line_rate: Rate,
+    /// Counters of [`FlowRecord`] kept by the sender.
+    pub(super) packets_sent: u64,
+    pub(super) retransmitted_bytes: u64,
+    cnps_received: u32,
+    nacks_received: u32,
+    timeouts: u32,
+    // Line 4.
     pub(super) expected: u64,
     last_nack: u64,
     nack_allowed_at: Time,
+    /// Counters of [`FlowRecord`] kept by the receiver.
+    pub(super) packets_received: u64,
+    pub(super) ooo_arrivals: u64,
     unacked_packets: u32,
-    unacked_ce: bool,
     last_path: u32,
+    pub(super) max_ooo_degree: u32,
+    path_changes: u32,
+    unacked_ce: bool,
+    /// Distinct paths seen, saturating at 8 (the first 8 are in `paths`).
+    paths_used: u8,
+    // Line 5.
+    pfc_paused_packets: u64,
+    pfc_wait_total_ps: u64,
+    pfc_wait_max_ps: u64,
     paths: [u32; 8],
-    // Measurements.
-    pub(super) rec: FlowRecord,
+    // Line 6 (a little of line 5).
     pub(super) ideal_fct: Time,
     /// The coflow scheduler's rate for the flow, bit/s (infinite: none; `varys.rs`).
     pub(super) rate_cap_bps: f64,
@@ -172,35 +200,82 @@ impl FlowState {
             CcConfig::None => None,
         };
         FlowState {
-            id,
-            // Source ports are assigned per queue pair, like the references do.
-            sport: 10_000u16.wrapping_add(id as u16),
-            ideal_fct,
             snd_nxt: 0,
             snd_una: 0,
             high_sent: 0,
             next_avail: Time::ZERO,
-            in_sending: false,
-            finished: None,
             rto_deadline: Time::MAX,
-            line_rate: line,
-            cc,
             pause_mark: 0,
+            finished_at: Time::MAX,
+            id,
+            // Source ports are assigned per queue pair, like the references do.
+            sport: 10_000u16.wrapping_add(id as u16),
+            in_sending: false,
+            spec,
+            cc,
+            line_rate: line,
+            packets_sent: 0,
+            retransmitted_bytes: 0,
+            cnps_received: 0,
+            nacks_received: 0,
+            timeouts: 0,
             expected: 0,
             last_nack: u64::MAX,
             nack_allowed_at: Time::ZERO,
+            packets_received: 0,
+            ooo_arrivals: 0,
             unacked_packets: 0,
-            unacked_ce: false,
-            rec: FlowRecord::default(),
-            paths: [0; 8],
             last_path: 0,
-            spec,
+            max_ooo_degree: 0,
+            path_changes: 0,
+            unacked_ce: false,
+            paths_used: 0,
+            paths: [0; 8],
+            pfc_paused_packets: 0,
+            pfc_wait_total_ps: 0,
+            pfc_wait_max_ps: 0,
+            ideal_fct,
             rate_cap_bps: f64::INFINITY,
         }
     }
 
+    /// Asks for the line that a packet of `kind` arriving for this flow reads first: the
+    /// receiver's for data, the sender's for the rest (see [`crate::engine::prefetch`]).
+    #[inline]
+    pub(super) fn prefetch_for(&self, kind: PacketKind) {
+        if kind == PacketKind::Data {
+            crate::engine::prefetch(&self.expected);
+        } else {
+            crate::engine::prefetch(self);
+        }
+    }
+
+    /// Counts a data packet that took path `sig`: a change from the last packet's path, and a
+    /// path not seen before (up to 8). A packet on the last path (most of them) leaves `paths`
+    /// unread: that path is in it already, or the count has saturated.
+    #[inline]
+    fn note_path(&mut self, sig: u32) {
+        if self.paths_used > 0 && sig == self.last_path {
+            return;
+        }
+        if self.paths_used > 0 {
+            self.path_changes += 1;
+        }
+        self.last_path = sig;
+        let used = self.paths_used as usize;
+        if used < self.paths.len() && !self.paths[..used].contains(&sig) {
+            self.paths[used] = sig;
+            self.paths_used += 1;
+        }
+    }
+
+    /// When the last byte was acknowledged, if it was.
+    pub(super) fn finished(&self) -> Option<Time> {
+        (self.finished_at != Time::MAX).then_some(self.finished_at)
+    }
+
     pub(super) fn is_unfinished(&self) -> bool {
-        self.finished.is_none()
+        self.finished_at == Time::MAX
     }
 
     pub(super) fn in_sending(&self) -> bool {
@@ -277,7 +352,8 @@ impl FlowState {
     /// The flow's measurement record.
     pub(super) fn record(&self) -> FlowRecord {
         let s = &self.spec;
-        let fct = self.finished.map(|t| (t - s.start).ps());
+        let finished = self.finished();
+        let fct = finished.map(|t| (t - s.start).ps());
         FlowRecord {
             flow_id: self.id,
             source: s.source,
@@ -290,12 +366,26 @@ impl FlowState {
             priority: s.priority,
             size_bytes: s.size,
             start_ps: s.start.ps(),
-            finish_ps: self.finished.map(Time::ps),
+            finish_ps: finished.map(Time::ps),
             fct_ps: fct,
             ideal_fct_ps: self.ideal_fct.ps(),
             slowdown: fct.map(|f| f as f64 / self.ideal_fct.ps() as f64),
-            stalled: self.rec.pfc_paused_packets > 0,
-            ..self.rec.clone()
+            packets_sent: self.packets_sent,
+            retransmitted_bytes: self.retransmitted_bytes,
+            nacks_received: self.nacks_received,
+            timeouts: self.timeouts,
+            cnps_received: self.cnps_received,
+            packets_received: self.packets_received,
+            ooo_arrivals: self.ooo_arrivals,
+            max_ooo_degree: self.max_ooo_degree,
+            pfc_paused_packets: self.pfc_paused_packets,
+            pfc_wait_total_ps: self.pfc_wait_total_ps,
+            pfc_wait_max_ps: self.pfc_wait_max_ps,
+            stalled: self.pfc_paused_packets > 0,
+            paths_used: self.paths_used,
+            path_changes: self.path_changes,
+            // The transport's own fields are filled in by the run (`results.rs`, `tcp.rs`).
+            ..FlowRecord::default()
         }
     }
 
@@ -303,7 +393,7 @@ impl FlowState {
     /// its rate and DCQCN target rate (bit/s; no target without congestion control), the bytes
     /// acknowledged and the CNPs received. Reads the DCQCN state without changing it.
     pub(super) fn observe(&self, cc: &CcConfig, now: Time) -> Option<(f64, Option<f64>, u64, u32)> {
-        if self.finished.is_some() {
+        if self.finished_at != Time::MAX {
             return None;
         }
         let (rate, target) = match (&self.cc, cc) {
@@ -314,7 +404,7 @@ impl FlowState {
             }
             _ => (self.line_rate.bps() as f64, None),
         };
-        Some((rate, target, self.snd_una, self.rec.cnps_received))
+        Some((rate, target, self.snd_una, self.cnps_received))
     }
 
     /// Sending rate in bits/s at `now`.
@@ -411,7 +501,7 @@ impl Simulation {
 
     pub(super) fn mark_sending(&mut self, h: u32, f: u32) {
         let flow = &mut self.flows[f as usize];
-        if !flow.in_sending && flow.finished.is_none() {
+        if !flow.in_sending && flow.is_unfinished() {
             flow.in_sending = true;
             self.hosts[h as usize].sending.push(Sending {
                 flow: f,
@@ -526,12 +616,12 @@ impl Simulation {
         flow.snd_nxt += payload;
         self.payload_sent += payload;
         if seq < flow.high_sent {
-            flow.rec.retransmitted_bytes += payload;
+            flow.retransmitted_bytes += payload;
         } else {
             self.bytes_offered += payload;
         }
         flow.high_sent = flow.high_sent.max(flow.snd_nxt);
-        flow.rec.packets_sent += 1;
+        flow.packets_sent += 1;
         let rate = flow.rate_bps(&self.cfg.cc, now);
         if self.varys.is_some() && flow.rate_cap_bps < rate {
             // The coflow scheduler's cap binds: a token bucket of one packet (`varys.rs`).
@@ -591,7 +681,7 @@ impl Simulation {
                 continue; // nothing outstanding
             }
             if flow.rto_deadline <= self.now {
-                flow.rec.timeouts += 1;
+                flow.timeouts += 1;
                 flow.snd_nxt = flow.snd_una;
                 flow.rto_deadline = self.now + rto;
                 resend = true;
@@ -641,22 +731,14 @@ impl Simulation {
         let flow = &mut self.flows[pkt.flow as usize];
         debug_assert_eq!(self.hosts[h as usize].node, flow.spec.dst);
         // Measurements over every data packet that reaches the receiver.
-        flow.rec.packets_received += 1;
+        flow.packets_received += 1;
         if pkt.pfc_wait_ns > 0 {
             let wait_ps = pkt.pfc_wait_ns as u64 * 1_000;
-            flow.rec.pfc_paused_packets += 1;
-            flow.rec.pfc_wait_total_ps += wait_ps;
-            flow.rec.pfc_wait_max_ps = flow.rec.pfc_wait_max_ps.max(wait_ps);
+            flow.pfc_paused_packets += 1;
+            flow.pfc_wait_total_ps += wait_ps;
+            flow.pfc_wait_max_ps = flow.pfc_wait_max_ps.max(wait_ps);
         }
-        if flow.rec.paths_used > 0 && pkt.path_sig != flow.last_path {
-            flow.rec.path_changes += 1;
-        }
-        flow.last_path = pkt.path_sig;
-        let known = flow.paths[..(flow.rec.paths_used as usize).min(8)].contains(&pkt.path_sig);
-        if !known && flow.rec.paths_used < 8 {
-            flow.paths[flow.rec.paths_used as usize] = pkt.path_sig;
-            flow.rec.paths_used += 1;
-        }
+        flow.note_path(pkt.path_sig);
         if self.reseq.is_some() {
             self.resequence(h, pkt); // the resequencer passes it on to `transport_receive`
         } else {
@@ -679,8 +761,8 @@ impl Simulation {
             self.data_packets_delivered += 1;
             flow.unacked_packets += 1;
             flow.unacked_ce |= pkt.ce;
-            let last = flow.expected >= flow.spec.size;
-            if flow.unacked_packets >= nic.ack_interval || last {
+            // The flow's size (on its second line) is read only between ACKs.
+            if flow.unacked_packets >= nic.ack_interval || flow.expected >= flow.spec.size {
                 let cnp = flow.unacked_ce;
                 flow.unacked_packets = 0;
                 flow.unacked_ce = false;
@@ -690,9 +772,9 @@ impl Simulation {
             }
         } else if pkt.seq > flow.expected {
             self.payload_discarded += pkt.payload as u64;
-            flow.rec.ooo_arrivals += 1;
+            flow.ooo_arrivals += 1;
             let degree = (pkt.seq - flow.expected).div_ceil(nic.payload.0);
-            flow.rec.max_ooo_degree = flow.rec.max_ooo_degree.max(degree as u32);
+            flow.max_ooo_degree = flow.max_ooo_degree.max(degree as u32);
             self.ood.record(degree);
             if now >= flow.nack_allowed_at || flow.last_nack != flow.expected {
                 flow.last_nack = flow.expected;
@@ -738,7 +820,7 @@ impl Simulation {
         let now = self.now;
         let f = pkt.flow;
         let flow = &mut self.flows[f as usize];
-        if flow.finished.is_some() {
+        if !flow.is_unfinished() {
             return;
         }
         let newly_acked = pkt.seq.saturating_sub(flow.snd_una);
@@ -756,7 +838,7 @@ impl Simulation {
         }
         let flow = &mut self.flows[f as usize];
         if pkt.cnp {
-            flow.rec.cnps_received += 1;
+            flow.cnps_received += 1;
             if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
                 if let Some(at) = d.on_cnp(cfg, now) {
                     self.events.schedule(at, Event::DcqcnDecrease(f));
@@ -768,7 +850,7 @@ impl Simulation {
             return;
         }
         if pkt.kind == PacketKind::Nack {
-            flow.rec.nacks_received += 1;
+            flow.nacks_received += 1;
             flow.snd_nxt = flow.snd_una;
             self.mark_sending(h, f);
         }
@@ -783,7 +865,7 @@ impl Simulation {
     pub(super) fn flow_finished(&mut self, h: u32, f: u32) {
         let n_flows = self.flows.len() as u64;
         let flow = &mut self.flows[f as usize];
-        flow.finished = Some(self.now);
+        flow.finished_at = self.now;
         if self.host_side.is_some() {
             let info = flow.info();
             self.host_lb_flow_end(h, info);
@@ -840,5 +922,63 @@ impl Simulation {
         if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
             d.on_decrease_check(cfg, self.now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CcConfig, FlowState};
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// The path counters agree with a plain count over every packet's path: distinct paths
+    /// (saturating at 8) and changes between consecutive packets.
+    #[test]
+    fn path_counts_match_a_plain_count() {
+        use crate::engine::{rng_stream, StreamKind};
+        use rand::Rng as _;
+        for (seed, n_paths) in [(1, 1), (2, 3), (3, 8), (4, 9), (5, 20)] {
+            let mut rng = rng_stream(seed, StreamKind::Traffic, 0);
+            let spec = crate::traffic::FlowSpec::scripted(0, 1, 1, crate::units::Time::ZERO);
+            let line = crate::units::Rate::gbps(100);
+            let mut flow = FlowState::new(0, spec, crate::units::Time::ZERO, line, &CcConfig::None);
+            let mut seen = Vec::new();
+            let (mut changes, mut last) = (0, None);
+            for _ in 0..500 {
+                // Runs of one path, as a flow's packets come.
+                let sig = rng.gen_range(0..n_paths) * 7919 + 1;
+                for _ in 0..rng.gen_range(1..4) {
+                    flow.note_path(sig);
+                    if last.is_some_and(|l| l != sig) {
+                        changes += 1;
+                    }
+                    last = Some(sig);
+                    if !seen.contains(&sig) {
+                        seen.push(sig);
+                    }
+                }
+            }
+            assert_eq!(
+                flow.paths_used as usize,
+                seen.len().min(8),
+                "{n_paths} paths"
+            );
+            assert_eq!(flow.path_changes, changes, "{n_paths} paths");
+        }
+    }
+
+    /// Each group of a queue pair's fields starts a line of its own, as its doc says.
+    #[test]
+    fn a_flows_state_is_laid_out_by_line() {
+        assert_eq!(align_of::<FlowState>(), 64);
+        assert_eq!(offset_of!(FlowState, snd_nxt), 0);
+        assert!(offset_of!(FlowState, in_sending) < 64);
+        assert_eq!(offset_of!(FlowState, spec), 64);
+        assert_eq!(offset_of!(FlowState, cc), 128);
+        assert!(offset_of!(FlowState, timeouts) < 256);
+        assert_eq!(offset_of!(FlowState, expected), 256);
+        assert!(offset_of!(FlowState, paths_used) < 320);
+        assert_eq!(offset_of!(FlowState, pfc_paused_packets), 320);
+        assert!(offset_of!(FlowState, paths) + size_of::<[u32; 8]>() <= 384);
+        assert_eq!(size_of::<FlowState>(), 448);
     }
 }

@@ -68,7 +68,7 @@ impl Simulation {
         match peer {
             NodeRef::Host(_) => {
                 if let Some(f) = self.flows.get(flow as usize) {
-                    crate::engine::prefetch(f);
+                    f.prefetch_for(kind);
                 }
             }
             NodeRef::Switch(s) => {

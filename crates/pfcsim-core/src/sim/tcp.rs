@@ -290,12 +290,12 @@ impl Simulation {
         }
         self.payload_sent += payload;
         if seq < flow.high_sent {
-            flow.rec.retransmitted_bytes += payload;
+            flow.retransmitted_bytes += payload;
         } else {
             self.bytes_offered += payload;
         }
         flow.high_sent = flow.high_sent.max(seq + payload);
-        flow.rec.packets_sent += 1;
+        flow.packets_sent += 1;
         let next_avail = now + flow.line_rate.tx_time(pkt.wire_bytes as u64);
         let tcp = self.tcp.as_ref().expect("a TCP run");
         let st = tcp.flows[f as usize].as_ref().expect("a TCP flow");
@@ -323,7 +323,7 @@ impl Simulation {
         let tcp = self.tcp.as_mut().expect("a TCP run");
         #[cfg(test)]
         if tcp.drop_data.as_mut().is_some_and(|d| d(pkt)) {
-            self.flows[f].rec.packets_received -= 1;
+            self.flows[f].packets_received -= 1;
             self.drops += 1;
             self.payload_dropped += pkt.payload as u64;
             return;
@@ -351,9 +351,9 @@ impl Simulation {
                 st.ooo = Vec::new();
             }
         } else {
-            flow.rec.ooo_arrivals += 1;
+            flow.ooo_arrivals += 1;
             let degree = (start - flow.expected).div_ceil(mss);
-            flow.rec.max_ooo_degree = flow.rec.max_ooo_degree.max(degree as u32);
+            flow.max_ooo_degree = flow.max_ooo_degree.max(degree as u32);
             self.ood.record(degree);
             let at = st.ooo.partition_point(|o| o.1 <= start);
             match st.ooo.get(at) {
@@ -396,7 +396,7 @@ impl Simulation {
         let mss = mss_u as f64;
         let st = tcp.flows[f as usize].as_mut().expect("a TCP flow");
         let flow = &mut self.flows[f as usize];
-        if flow.finished.is_some() {
+        if !flow.is_unfinished() {
             return;
         }
         let newly = pkt.seq.saturating_sub(flow.snd_una);
