@@ -129,7 +129,12 @@ impl<E> Default for EventQueue<E> {
 impl<E: Copy> EventQueue<E> {
     /// Schedules `event` at `time`; ties with already-scheduled events run after them.
     /// `time` must not be before the last popped event's time.
-    #[inline]
+    ///
+    /// Always inlined: called out of line, the event (16 bytes) went through memory, written
+    /// by the caller field by field and read back whole, and in a loaded fabric that read
+    /// waited on the caller's earlier stores to lines that had left the cache (a third of the
+    /// call's samples were on that read: `benches/README.md`, "Cost at scale, fourth round").
+    #[inline(always)]
     pub fn schedule(&mut self, time: Time, event: E) {
         let seq = self.next_seq;
         self.next_seq += 1;
