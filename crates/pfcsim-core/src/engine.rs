@@ -132,8 +132,9 @@ impl<E: Copy> EventQueue<E> {
     ///
     /// Always inlined: called out of line, the event (16 bytes) went through memory, written
     /// by the caller field by field and read back whole, and in a loaded fabric that read
-    /// waited on the caller's earlier stores to lines that had left the cache (a third of the
-    /// call's samples were on that read: `benches/README.md`, "Cost at scale, fourth round").
+    /// waited on the caller's earlier stores to lines that had left the cache (58% of the
+    /// call's samples were on the store just after that read: `benches/README.md`, "Cost at
+    /// scale, fourth round").
     #[inline(always)]
     pub fn schedule(&mut self, time: Time, event: E) {
         let seq = self.next_seq;

@@ -393,7 +393,7 @@ impl FlowState {
     /// its rate and DCQCN target rate (bit/s; no target without congestion control), the bytes
     /// acknowledged and the CNPs received. Reads the DCQCN state without changing it.
     pub(super) fn observe(&self, cc: &CcConfig, now: Time) -> Option<(f64, Option<f64>, u64, u32)> {
-        if self.finished_at != Time::MAX {
+        if !self.is_unfinished() {
             return None;
         }
         let (rate, target) = match (&self.cc, cc) {
