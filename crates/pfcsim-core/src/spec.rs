@@ -496,6 +496,11 @@ mod tests {
 
     #[test]
     fn impossible_values_are_rejected() {
+        let e = error_of(&format!("{MINIMAL}\n[switch]\nbuffer = \"10000000GB\"\n"));
+        assert_eq!(
+            e,
+            "s.toml: switch.buffer: 10000000GB is above the largest buffer pfcsim models, 2^53 bytes (about 9 PB); give a switch's buffer (e.g. \"9MB\")"
+        );
         let e = error_of(&format!("{MINIMAL}\n[switch.ecn]\nkmin = \"500KB\"\n"));
         assert_eq!(
             e,

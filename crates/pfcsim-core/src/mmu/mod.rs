@@ -26,6 +26,11 @@ pub use egress::EgressMmu;
 pub use ingress::{auto_headroom, IngressMmu, Threshold};
 pub use ns3_rdma::{Ns3RdmaMmu, Ns3RdmaParams, CELL};
 
+/// The largest switch buffer modelled (2^53 bytes, `switch.buffer` is checked against it):
+/// every byte count of a buffer is then exact as an `f64`, and the ingress model computes its
+/// thresholds with the signed conversions (`ingress.rs`).
+pub const MAX_BUFFER: u64 = 1 << 53;
+
 /// What the MMU decided about an arriving packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {

@@ -8,7 +8,7 @@ use super::{NicConfig, SwitchConfig};
 use crate::check::check_range;
 use crate::dcqcn::DcqcnConfig;
 use crate::lb::LbConfig;
-use crate::mmu::CELL;
+use crate::mmu::{CELL, MAX_BUFFER};
 use crate::transport::{TransportConfig, TransportKind};
 use crate::units::Bytes;
 
@@ -72,6 +72,9 @@ impl SwitchConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.buffer.0 == 0 {
             return Err("switch.buffer: must be above 0 (e.g. \"9MB\")".into());
+        }
+        if self.buffer.0 > MAX_BUFFER {
+            return Err(format!("switch.buffer: {} is above the largest buffer pfcsim models, 2^53 bytes (about 9 PB); give a switch's buffer (e.g. \"9MB\")", self.buffer));
         }
         if !(self.pfc.alpha > 0.0 && self.pfc.alpha.is_finite()) {
             return Err(format!(
