@@ -12,6 +12,13 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// jemalloc, built to back all of its memory with transparent huge pages
+/// (`.cargo/config.toml`): fewer TLB misses in a large fabric (`docs/architecture.md`, "Huge
+/// pages"). Linux only; elsewhere the system allocator.
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "pfcsim",
@@ -202,5 +209,50 @@ fn workloads() {
             cdf.mean(),
             cdf.max_size()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The allocator asks for huge pages: a large allocation lies in a mapping that the kernel
+    /// has been told to back with them (`hg` among its flags in `/proc/self/smaps`). Whether the
+    /// kernel then does so is its business (its THP mode must not be `never`); on a kernel
+    /// without transparent huge pages there is nothing to check.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_allocations_ask_for_huge_pages() {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            eprintln!("no transparent huge pages in this kernel: nothing to check");
+            return;
+        }
+        let block = vec![1u8; 64 << 20];
+        let address = block.as_ptr() as usize + block.len() / 2;
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        let mut flags = None;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((start, end)) = first.split_once('-').filter(|(s, _)| !s.is_empty()) {
+                if let (Ok(start), Ok(end)) = (
+                    usize::from_str_radix(start, 16),
+                    usize::from_str_radix(end, 16),
+                ) {
+                    inside = (start..end).contains(&address);
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(f) = line.strip_prefix("VmFlags:") {
+                    flags = Some(f.split_whitespace().map(str::to_owned).collect::<Vec<_>>());
+                    break;
+                }
+            }
+        }
+        let flags = flags.expect("the block's mapping is in /proc/self/smaps");
+        assert!(
+            flags.iter().any(|f| f == "hg"),
+            "the block's mapping was not advised for huge pages: flags {flags:?}"
+        );
+        drop(block);
     }
 }
