@@ -496,10 +496,17 @@ mod tests {
 
     #[test]
     fn impossible_values_are_rejected() {
-        let e = error_of(&format!("{MINIMAL}\n[switch]\nbuffer = \"10000000GB\"\n"));
+        let e = error_of(&format!(
+            "{MINIMAL}\n[switch]\nbuffer = \"9007199254740993B\"\n"
+        ));
         assert_eq!(
             e,
-            "s.toml: switch.buffer: 10000000GB is above the largest buffer pfcsim models, 2^53 bytes (about 9 PB); give a switch's buffer (e.g. \"9MB\")"
+            "s.toml: switch.buffer: 9007199254740993B is above the largest buffer pfcsim models, 2^53 bytes (about 9 PB); give a switch's buffer (e.g. \"9MB\")"
+        );
+        let largest = format!("{MINIMAL}\n[switch]\nbuffer = \"9007199254740992B\"\n");
+        assert_eq!(
+            Spec::from_toml(&largest, "s.toml").unwrap().switch.buffer.0,
+            crate::mmu::MAX_BUFFER
         );
         let e = error_of(&format!("{MINIMAL}\n[switch.ecn]\nkmin = \"500KB\"\n"));
         assert_eq!(

@@ -30,14 +30,20 @@ pub fn auto_headroom(rate: Rate, delay: Time, mtu_wire: u64) -> u64 {
 /// `bytes x alpha`, rounded down: `(bytes as f64 * alpha) as u64`, computed through the
 /// signed conversions, which x86-64 does in fewer instructions (`i64` to `f64` in one, `u64`
 /// to `f64` in about ten; this runs two or three times per packet a switch admits, and R1 ran
-/// 0.7% fewer instructions, `benches/README.md`). Both give the same value:
-/// `bytes` is at most the buffer, at most [`MAX_BUFFER`] (`switch.buffer` is checked), and
-/// `alpha` is positive and finite (`switch.pfc.alpha` is checked), so the product is a
-/// non-negative number; one of 2^63 or more becomes 2^63 - 1 instead of itself, a threshold no
-/// byte count reaches either way.
+/// 0.7% fewer instructions, `benches/README.md`). The same value for every `bytes` below 2^63
+/// (`bytes` is at most the buffer, at most [`MAX_BUFFER`]: `switch.buffer` is checked) and
+/// every `alpha`: the two conversions to `f64` round alike below 2^63, and so do the two back
+/// for a product below 2^63; a larger product (a huge `alpha`) takes the unsigned conversion.
 #[inline]
 fn scaled(bytes: u64, alpha: f64) -> u64 {
-    (bytes as i64 as f64 * alpha) as i64 as u64
+    /// 2^63, exactly.
+    const SIGNED_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    let product = bytes as i64 as f64 * alpha;
+    if product < SIGNED_LIMIT {
+        product as i64 as u64
+    } else {
+        product as u64
+    }
 }
 
 /// How the XOFF threshold on a queue's shared-buffer use is set.
@@ -327,12 +333,25 @@ mod tests {
     }
 
     /// The signed conversions give the value of the plain unsigned ones for every buffer
-    /// size up to the largest modelled and any positive factor (products up to 2^63).
+    /// size up to the largest modelled and any positive factor, products of 2^63 and more
+    /// included.
     #[test]
     fn scaled_is_the_unsigned_product() {
         use rand::Rng as _;
         let mut rng = crate::engine::rng_stream(7, crate::engine::StreamKind::Traffic, 0);
-        let alphas = [1.0 / 16.0, 0.1, 0.5, 1.0, 3.0, 16.0, 1e3];
+        let alphas = [
+            1.0 / 16.0,
+            0.1,
+            0.5,
+            1.0,
+            3.0,
+            16.0,
+            1e3,
+            1024.0,
+            1e6,
+            1e12,
+            1e300,
+        ];
         for _ in 0..100_000 {
             let bits = rng.gen_range(0..=53);
             let bytes = rng.gen_range(0..=(1u64 << bits)).min(MAX_BUFFER);
@@ -343,7 +362,15 @@ mod tests {
                 "{bytes} x {alpha}"
             );
         }
-        assert_eq!(scaled(MAX_BUFFER, 16.0), 1 << 57);
+        for (bytes, alpha, expected) in [
+            (MAX_BUFFER, 16.0, 1 << 57),
+            (MAX_BUFFER, 1023.0, 1023 << 53),
+            (MAX_BUFFER, 1024.0, 1 << 63),
+            (MAX_BUFFER, 2048.0, u64::MAX),
+            (9_000_000, 1e300, u64::MAX),
+        ] {
+            assert_eq!(scaled(bytes, alpha), expected, "{bytes} x {alpha}");
+        }
     }
 
     /// A pause is stuck while its stuck bytes alone hold it: all of them with nothing else to

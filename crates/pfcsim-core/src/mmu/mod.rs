@@ -26,9 +26,10 @@ pub use egress::EgressMmu;
 pub use ingress::{auto_headroom, IngressMmu, Threshold};
 pub use ns3_rdma::{Ns3RdmaMmu, Ns3RdmaParams, CELL};
 
-/// The largest switch buffer modelled (2^53 bytes, `switch.buffer` is checked against it):
-/// every byte count of a buffer is then exact as an `f64`, and the ingress model computes its
-/// thresholds with the signed conversions (`ingress.rs`).
+/// The largest switch buffer modelled (2^53 bytes, about 9 PB; `switch.buffer` is checked
+/// against it). The ingress model's thresholds need buffers below 2^63 (they convert byte
+/// counts through `i64`, `ingress.rs`); below 2^53 every byte count is also exact as an `f64`,
+/// in which the ns-3-style model computes.
 pub const MAX_BUFFER: u64 = 1 << 53;
 
 /// What the MMU decided about an arriving packet.
