@@ -872,7 +872,7 @@ impl Simulation {
         }
         let flow = &mut self.flows[f as usize];
         self.flows_finished += 1;
-        self.all_finished = self.flows_finished == n_flows;
+        self.flows_done_stop = self.stop.when_flows_done && self.flows_finished == n_flows;
         let host = &mut self.hosts[h as usize];
         let i = host.active.iter().position(|&x| x == f).expect("active");
         host.active.swap_remove(i);

@@ -119,8 +119,9 @@ pub struct Simulation {
     flows: Vec<FlowState>,
     next_flow: usize,
     flows_finished: u64,
-    /// Every flow has finished (`flows_finished` reached the number of flows).
-    all_finished: bool,
+    /// Every flow has finished (`flows_finished` reached the number of flows) and the stop
+    /// rule ends the run then: one flag for the event loop to test after each event.
+    flows_done_stop: bool,
     cfg: FabricConfig,
     stop: StopRule,
     /// Limits that end the run early, marked incomplete (none by default).

@@ -193,7 +193,7 @@ impl Simulation {
             flows,
             next_flow: 0,
             flows_finished: 0,
-            all_finished: false,
+            flows_done_stop: false,
             cfg,
             stop,
             guards: Guards::default(),

@@ -602,10 +602,12 @@ impl Simulation {
     fn switch_forward(&mut self, s: u32, in_local: u16, pid: PacketId) {
         let strict = self.cfg.switch.control_strict_priority;
         self.arena.get_mut(pid).ingress_port = in_local;
-        if self.switches[s as usize].lb_caps.sojourn {
+        let caps = &self.switches[s as usize].lb_caps;
+        let (sojourn, scheme_word, ingress) = (caps.sojourn, caps.scheme_word, caps.ingress);
+        if sojourn {
             self.arena.set_arrival(pid, self.now);
         }
-        if self.switches[s as usize].lb_caps.scheme_word {
+        if scheme_word {
             let (pkt, word) = self.arena.with_word_mut(pid);
             if *word != 0 {
                 let sw = &mut self.switches[s as usize];
@@ -614,9 +616,7 @@ impl Simulation {
                 });
             }
         }
-        let hold = if self.switches[s as usize].lb_caps.ingress
-            && self.arena.get(pid).kind == PacketKind::Data
-        {
+        let hold = if ingress && self.arena.get(pid).kind == PacketKind::Data {
             self.lb_ingress(s, pid)
         } else {
             None
