@@ -95,7 +95,6 @@ impl Default for Looks {
 
 impl Event {
     /// A compact code for the run fingerprint (looks are not folded into it).
-    #[inline(always)]
     fn code(self) -> u64 {
         match self {
             Event::TxDone(p) => 1 << 60 | p as u64,
@@ -244,7 +243,8 @@ impl Simulation {
             }
             self.now = t;
             self.events_done += 1;
-            self.handle(t, ev);
+            self.fingerprint.add(t, ev.code());
+            self.handle(ev);
             if self.events_done == next_check {
                 let done = self.flows_done_stop;
                 if self.events_done == max_events && !done {
@@ -388,68 +388,28 @@ impl Simulation {
         }
         self.now = t;
         self.events_done += 1;
-        self.handle(t, ev);
+        self.fingerprint.add(t, ev.code());
+        self.handle(ev);
         Some(t)
     }
 
-    /// Runs one event, at `t`, after folding it into the fingerprint. Always inlined into the
-    /// loop of `run`, its only caller outside tests: out of line, its call, prologue and
-    /// epilogue cost about 15 instructions per event (`benches/README.md`, "The scheme
-    /// interface"). Each arm folds the event itself: there, the event's kind is known, so its
-    /// [`Event::code`] needs no second branch on the kind.
+    /// Runs one event. Always inlined into the loop of `run`, its only caller outside tests:
+    /// out of line, its call, prologue and epilogue cost about 15 instructions per event
+    /// (`benches/README.md`, "The scheme interface").
     #[inline(always)]
-    fn handle(&mut self, t: Time, ev: Event) {
+    fn handle(&mut self, ev: Event) {
         match ev {
-            Event::TxDone(p) => {
-                self.fold(t, ev);
-                self.tx_done(p)
-            }
-            Event::Arrival { port, pid, .. } => {
-                self.fold(t, ev);
-                self.arrival(port, pid)
-            }
-            Event::NicWake(h) => {
-                self.fold(t, ev);
-                self.nic_wake(h)
-            }
-            Event::FlowStart => {
-                self.fold(t, ev);
-                self.flow_start()
-            }
-            Event::Rto(h) => {
-                self.fold(t, ev);
-                self.rto_fired(h)
-            }
-            Event::DcqcnDecrease(f) => {
-                self.fold(t, ev);
-                self.dcqcn_decrease(f)
-            }
-            Event::LbTimer(s, token) => {
-                self.fold(t, ev);
-                self.lb_timer(s, token)
-            }
-            Event::Fault(i) => {
-                self.fold(t, ev);
-                self.fault_starts(i)
-            }
-            Event::Reconverge(i) => {
-                self.fold(t, ev);
-                self.reconverge(i)
-            }
-            Event::HostLbTimer(h, token) => {
-                self.fold(t, ev);
-                self.host_lb_timer(h, token)
-            }
-            Event::ReseqTimeout(f) => {
-                self.fold(t, ev);
-                self.reseq_timeout(f)
-            }
+            Event::TxDone(p) => self.tx_done(p),
+            Event::Arrival { port, pid, .. } => self.arrival(port, pid),
+            Event::NicWake(h) => self.nic_wake(h),
+            Event::FlowStart => self.flow_start(),
+            Event::Rto(h) => self.rto_fired(h),
+            Event::DcqcnDecrease(f) => self.dcqcn_decrease(f),
+            Event::LbTimer(s, token) => self.lb_timer(s, token),
+            Event::Fault(i) => self.fault_starts(i),
+            Event::Reconverge(i) => self.reconverge(i),
+            Event::HostLbTimer(h, token) => self.host_lb_timer(h, token),
+            Event::ReseqTimeout(f) => self.reseq_timeout(f),
         }
-    }
-
-    /// Folds event `ev` at `t` into the run fingerprint.
-    #[inline(always)]
-    fn fold(&mut self, t: Time, ev: Event) {
-        self.fingerprint.add(t, ev.code());
     }
 }
