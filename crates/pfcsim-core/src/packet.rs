@@ -95,35 +95,50 @@ pub struct Packet {
     pub dst: u32,
     /// Running hash of the egress ports a data packet took, identifying its path.
     pub path_sig: u32,
-    /// Reading, in nanoseconds (wrapping), of the PFC pause clock of the queue the packet
-    /// waits in, taken at enqueue.
-    pub pause_mark: u32,
     /// Time this packet has spent in PFC-paused queues so far, in nanoseconds.
     pub pfc_wait_ns: u32,
+    /// What the packet keeps about the place it is in (see [`Place`]).
+    place: Place,
     pub lb: LbHeader,
     /// Switch hops a data packet has taken so far (incremented at every switch egress).
     pub hop: u8,
     pub kind: PacketKind,
     /// PFC priority class, 0..8. Priority 0 is the control class.
     pub priority: u8,
-    /// ECN Congestion Experienced (set by switches on data packets and probes). On an ACK or
-    /// NACK: the echo of the acknowledged data packet's mark (ECE); on a probe reply: the
-    /// probe's.
-    pub ce: bool,
-    /// ACK/NACK: the receiver asks the sender's congestion control to react (DCQCN CNP).
-    pub cnp: bool,
-    /// Scheme message: the scheme it is for ([`Layer::Base`] for every other packet).
-    pub layer: Layer,
+    /// The one-bit fields: [`Packet::ce`], [`Packet::cnp`], [`Packet::layer`].
+    flags: u8,
     /// UDP source port (the per-flow entropy ECMP hashes on).
     pub sport: u16,
     pub dport: u16,
-    /// Local index, on the switch currently holding it, of the port it arrived on.
-    pub ingress_port: u16,
     /// Payload bytes (0 for control packets).
     pub payload: u16,
     /// Bytes on the wire, headers included.
     pub wire_bytes: u16,
 }
+
+/// Bits of [`Packet`]'s `flags`.
+const CE: u8 = 1;
+const CNP: u8 = 2;
+const WRAPPER_LAYER: u8 = 4;
+
+/// No packet (the end of a wire's list of packets, [`Packet::behind_on_wire`]).
+pub(crate) const NO_PACKET: u32 = u32::MAX;
+
+/// Two words whose meaning is given by the place the packet is in. Each meaning is written when
+/// the packet gets to its place and read only while it is there, so they never mix:
+///
+/// - from its arrival at a switch to its departure, word 1 is the port it came in on
+///   ([`Packet::ingress_port`]);
+/// - while it waits in an egress queue (a switch's or a NIC's), word 0 is the queue's pause
+///   mark ([`Packet::pause_mark`]);
+/// - on a wire, word 0 is the packet behind it on that wire and word 1 how long after it that
+///   one arrives ([`Packet::behind_on_wire`]).
+///
+/// Sharing them keeps a packet in one cache line and lets each wire's FIFO run through its
+/// packets (`port::Wire`): an arrival learns which packet arrives next on the wire, and when,
+/// from the line it reads anyway.
+#[derive(Clone, Copy, Debug, Default)]
+struct Place([u32; 2]);
 
 impl Packet {
     /// A blank packet of `kind`; callers fill in the rest.
@@ -135,21 +150,91 @@ impl Packet {
             src: 0,
             dst: 0,
             path_sig: 0,
-            pause_mark: 0,
             pfc_wait_ns: 0,
+            place: Place::default(),
             lb: LbHeader::default(),
             hop: 0,
             kind,
             priority: 0,
-            ce: false,
-            cnp: false,
-            layer: Layer::Base,
+            flags: 0,
             sport: 0,
             dport: 0,
-            ingress_port: 0,
             payload: 0,
             wire_bytes: 0,
         }
+    }
+
+    /// ECN Congestion Experienced (set by switches on data packets and probes). On an ACK or
+    /// NACK: the echo of the acknowledged data packet's mark (ECE); on a probe reply: the
+    /// probe's.
+    #[inline]
+    pub fn ce(&self) -> bool {
+        self.flags & CE != 0
+    }
+    pub fn set_ce(&mut self, ce: bool) {
+        self.set_flag(CE, ce);
+    }
+
+    /// ACK/NACK: the receiver asks the sender's congestion control to react (DCQCN CNP).
+    #[inline]
+    pub fn cnp(&self) -> bool {
+        self.flags & CNP != 0
+    }
+    pub fn set_cnp(&mut self, cnp: bool) {
+        self.set_flag(CNP, cnp);
+    }
+
+    /// Scheme message: the scheme it is for ([`Layer::Base`] for every other packet).
+    #[inline]
+    pub fn layer(&self) -> Layer {
+        if self.flags & WRAPPER_LAYER != 0 {
+            Layer::Wrapper
+        } else {
+            Layer::Base
+        }
+    }
+    pub fn set_layer(&mut self, layer: Layer) {
+        self.set_flag(WRAPPER_LAYER, layer == Layer::Wrapper);
+    }
+
+    #[inline]
+    fn set_flag(&mut self, bit: u8, on: bool) {
+        if on {
+            self.flags |= bit;
+        } else {
+            self.flags &= !bit;
+        }
+    }
+
+    /// At a switch: the local index of the port the packet arrived on.
+    #[inline]
+    pub fn ingress_port(&self) -> u16 {
+        self.place.0[1] as u16
+    }
+    pub(crate) fn set_ingress_port(&mut self, port: u16) {
+        self.place.0[1] = port as u32;
+    }
+
+    /// In an egress queue: the reading, in nanoseconds (wrapping), of the queue's PFC pause
+    /// clock when the packet joined it.
+    #[inline]
+    pub(crate) fn pause_mark(&self) -> u32 {
+        self.place.0[0]
+    }
+    #[inline]
+    pub(crate) fn set_pause_mark(&mut self, mark: u32) {
+        self.place.0[0] = mark;
+    }
+
+    /// On a wire: the packet behind this one ([`NO_PACKET`]: none) and how many picoseconds
+    /// after this one it arrives (`u32::MAX`: too long to say here, `port::FarArrivals` knows).
+    #[inline]
+    pub(crate) fn behind_on_wire(&self) -> (u32, u32) {
+        (self.place.0[0], self.place.0[1])
+    }
+    #[inline]
+    pub(crate) fn set_behind_on_wire(&mut self, behind: u32, gap: u32) {
+        self.place = Place([behind, gap]);
     }
 }
 
@@ -283,6 +368,20 @@ mod tests {
     #[test]
     fn a_packet_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<Packet>(), 64);
+    }
+
+    /// The one-bit fields share a byte: each is set and cleared alone.
+    #[test]
+    fn the_flags_are_independent() {
+        let mut p = Packet::new(PacketKind::Ack);
+        p.set_ce(true);
+        p.set_layer(Layer::Wrapper);
+        assert!(p.ce() && !p.cnp() && p.layer() == Layer::Wrapper);
+        p.set_cnp(true);
+        p.set_ce(false);
+        assert!(!p.ce() && p.cnp() && p.layer() == Layer::Wrapper);
+        p.set_layer(Layer::Base);
+        assert!(!p.ce() && p.cnp() && p.layer() == Layer::Base);
     }
 
     #[test]

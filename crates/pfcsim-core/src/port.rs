@@ -5,8 +5,9 @@
 //! only read them (through [`PortState`]'s accessors) or size by [`N_PRIO`].
 
 use crate::metrics::PortRecord;
-use crate::packet::{Packet, PacketArena, PacketId};
+use crate::packet::{Packet, PacketArena, PacketId, NO_PACKET};
 use crate::units::{Rate, Time};
+use std::collections::HashMap;
 use std::collections::VecDeque;
 
 /// Number of PFC priority classes (queues per port).
@@ -29,142 +30,131 @@ pub(crate) struct PrioQueue {
     pub(crate) paused_since: Time,
 }
 
-/// A packet on a wire: when it reaches the peer, and which it is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct InFlight {
-    pub(crate) arrival: Time,
-    pub(crate) pid: PacketId,
-}
-
-impl InFlight {
-    /// What fills a ring's entries before they are used.
-    const VACANT: InFlight = InFlight {
-        arrival: Time::ZERO,
-        pid: PacketId(u32::MAX),
-    };
-}
-
-/// The packets on every link: each port's FIFO is a ring in this one pool ([`Wire`]).
-///
-/// A ring has a power-of-two number of entries at a place of its own in the pool; a full ring
-/// moves to a place twice as large, and the place it leaves is taken by the next ring that
-/// grows to that size, so the pool stops growing once the fabric's links have held their most
-/// packets. An entry is named by its index in the pool, and an arrival event carries its
-/// packet's: the event loop asks for the entry behind it (the next packet's, which the arrival
-/// reads to schedule it) when it previews the event, without reading the port first. That
-/// entry was written when the next packet was sent, a propagation delay before, and in a large
-/// fabric it has left the cache by then.
-#[derive(Debug, Default)]
-pub(crate) struct WirePool {
-    entries: Vec<InFlight>,
-    /// Places left by rings that moved, by the log2 of their size.
-    free: Vec<Vec<u32>>,
-}
-
-/// One port's FIFO of packets on the wire: `len` entries from `head` on, in the ring of `cap`
-/// entries (a power of two, 0 before the first packet) at `base` in the [`WirePool`].
-#[derive(Clone, Copy, Debug, Default)]
+/// One port's FIFO of packets on the wire, a list threaded through the packets: each packet on
+/// the wire names the one behind it and how long after it that one arrives
+/// ([`Packet::behind_on_wire`]). The port keeps the first and the last, and when the last
+/// arrives. An arrival thus reads the next packet and its time from the packet it delivers,
+/// one line it reads anyway; pushing a packet writes the one ahead of it (sent a
+/// serialization time before, still in cache).
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Wire {
-    base: u32,
-    cap: u32,
     head: u32,
-    len: u32,
+    tail: u32,
+    tail_arrival: Time,
 }
 
-/// Entries of a port's first ring.
-const FIRST_RING: u32 = 8;
+impl Default for Wire {
+    fn default() -> Wire {
+        Wire {
+            head: NO_PACKET,
+            tail: NO_PACKET,
+            tail_arrival: Time::ZERO,
+        }
+    }
+}
+
+/// The gap that says "too long for 32 bits: ask [`FarArrivals`]".
+const FAR: u32 = u32::MAX;
+
+/// The arrival times of packets that arrive more than 4.29 ms (2^32 ps) after the packet
+/// ahead of them on their wire, too long a gap for the packet ahead to keep: only on links
+/// with more delay and serialization time than a data centre has (a link slowed to a few
+/// Mbps by a fault). Kept by packet until it arrives or its link goes down.
+#[derive(Debug, Default)]
+pub(crate) struct FarArrivals(HashMap<u32, Time>);
+
+impl FarArrivals {
+    /// When `next`, `gap` picoseconds (as [`Packet::behind_on_wire`] gave it) behind a packet
+    /// arriving at `now`, arrives.
+    #[inline]
+    pub(crate) fn arrival(&mut self, next: u32, gap: u32, now: Time) -> Time {
+        if gap != FAR {
+            now + Time(gap as u64)
+        } else {
+            self.take(next)
+        }
+    }
+
+    #[cold]
+    fn take(&mut self, pid: u32) -> Time {
+        self.0
+            .remove(&pid)
+            .expect("a far arrival is kept until it happens")
+    }
+}
 
 impl Wire {
-    pub(crate) fn len(&self) -> usize {
-        self.len as usize
+    /// Puts packet `pid`, arriving at `arrival`, on the wire, last; true if it is the first.
+    #[inline]
+    pub(crate) fn push_back(
+        &mut self,
+        arena: &mut PacketArena,
+        far: &mut FarArrivals,
+        pid: PacketId,
+        arrival: Time,
+    ) -> bool {
+        arena.get_mut(pid).set_behind_on_wire(NO_PACKET, 0);
+        let first = self.head == NO_PACKET;
+        if first {
+            self.head = pid.0;
+        } else {
+            let gap = match u32::try_from((arrival - self.tail_arrival).ps()) {
+                Ok(gap) if gap != FAR => gap,
+                _ => {
+                    far.0.insert(pid.0, arrival);
+                    FAR
+                }
+            };
+            arena
+                .get_mut(PacketId(self.tail))
+                .set_behind_on_wire(pid.0, gap);
+        }
+        self.tail = pid.0;
+        self.tail_arrival = arrival;
+        first
     }
 
-    /// Index in the pool of the entry `i` places behind the head (`i < cap`).
+    /// Takes packet `pid`, which arrives, off the wire; `behind` is the packet behind it
+    /// ([`Packet::behind_on_wire`]). False if the wire is empty: it went down with the packet
+    /// on it (a fault), which is then gone.
     #[inline]
-    fn index(&self, i: u32) -> u32 {
-        self.base + ((self.head + i) & (self.cap - 1))
+    pub(crate) fn arrived(&mut self, pid: PacketId, behind: u32) -> bool {
+        if self.head == NO_PACKET {
+            return false;
+        }
+        debug_assert_eq!(self.head, pid.0);
+        self.head = behind;
+        true
     }
 
-    /// The first packet on the wire, with its entry's index in the pool.
-    #[inline]
-    pub(crate) fn front(&self, pool: &WirePool) -> Option<(u32, InFlight)> {
-        (self.len > 0).then(|| {
-            let i = self.index(0);
-            (i, pool.entries[i as usize])
-        })
-    }
-
-    /// Takes the first packet off the wire.
-    #[inline]
-    pub(crate) fn pop_front(&mut self, pool: &WirePool) -> Option<InFlight> {
-        if self.len == 0 {
+    /// Takes the first packet off the wire, without it arriving (its link went down).
+    pub(crate) fn pop_front(
+        &mut self,
+        arena: &PacketArena,
+        far: &mut FarArrivals,
+    ) -> Option<PacketId> {
+        if self.head == NO_PACKET {
             return None;
         }
-        let first = pool.entries[self.index(0) as usize];
-        self.head = (self.head + 1) & (self.cap - 1);
-        self.len -= 1;
+        let first = PacketId(self.head);
+        let (behind, gap) = arena.get(first).behind_on_wire();
+        if gap == FAR {
+            far.take(behind);
+        }
+        self.head = behind;
         Some(first)
     }
 
-    /// Puts a packet on the wire, last; returns its entry's index in the pool.
-    #[inline]
-    pub(crate) fn push_back(&mut self, pool: &mut WirePool, packet: InFlight) -> u32 {
-        if self.len == self.cap {
-            pool.grow(self);
-        }
-        let i = self.index(self.len);
-        pool.entries[i as usize] = packet;
-        self.len += 1;
-        i
-    }
-
     /// The packets on the wire, first first.
-    pub(crate) fn iter<'a>(&self, pool: &'a WirePool) -> impl Iterator<Item = InFlight> + 'a {
-        let wire = *self;
-        (0..wire.len).map(move |i| pool.entries[wire.index(i) as usize])
-    }
-}
-
-impl WirePool {
-    /// Moves `wire`'s packets to a ring twice its size (the first ring, if it has none).
-    #[cold]
-    fn grow(&mut self, wire: &mut Wire) {
-        let cap = (wire.cap * 2).max(FIRST_RING);
-        let size_class = cap.trailing_zeros() as usize;
-        let base = match self.free.get_mut(size_class).and_then(Vec::pop) {
-            Some(base) => base,
-            None => {
-                let base = self.entries.len();
-                self.entries.resize(base + cap as usize, InFlight::VACANT);
-                u32::try_from(self.entries.len()).expect("fewer than 2^32 packets on the wires");
-                base as u32
-            }
-        };
-        for i in 0..wire.len {
-            self.entries[(base + i) as usize] = self.entries[wire.index(i) as usize];
-        }
-        if wire.cap > 0 {
-            let old_class = wire.cap.trailing_zeros() as usize;
-            if self.free.len() <= old_class {
-                self.free.resize_with(old_class + 1, Vec::new);
-            }
-            self.free[old_class].push(wire.base);
-        }
-        *wire = Wire {
-            base,
-            cap,
-            head: 0,
-            len: wire.len,
-        };
-    }
-
-    /// Asks for the entry after entry `index` ([`crate::engine::prefetch`]): the next packet
-    /// on the same wire, unless the ring wraps there or has moved since (a hint either way).
-    #[inline]
-    pub(crate) fn prefetch_after(&self, index: u32) {
-        if let Some(entry) = self.entries.get(index as usize + 1) {
-            crate::engine::prefetch(entry);
-        }
+    pub(crate) fn iter<'a>(&self, arena: &'a PacketArena) -> impl Iterator<Item = PacketId> + 'a {
+        let mut at = self.head;
+        std::iter::from_fn(move || {
+            (at != NO_PACKET).then(|| {
+                let pid = PacketId(at);
+                at = arena.get(pid).behind_on_wire().0;
+                pid
+            })
+        })
     }
 }
 
@@ -197,7 +187,7 @@ pub struct PortState {
     pub(crate) tx_bytes: u64,
     // Line 2: the wire and its ends, the scheduler's bits, the peak (with line 1, all that a
     // packet passing through an idle egress, or arriving over the wire, reads of the port).
-    /// The packets on the wire, in the [`WirePool`].
+    /// The packets on the wire.
     pub(crate) wire: Wire,
     /// The node at the far end of the link, and the port there.
     pub(crate) peer_ref: NodeRef,
@@ -416,7 +406,7 @@ impl PortState {
     #[inline(always)]
     pub(crate) fn enqueue(&mut self, prio: u8, pid: PacketId, pkt: &mut Packet, now: Time) {
         self.integrate_queue(now);
-        pkt.pause_mark = self.pause_clock_ns(prio, now);
+        pkt.set_pause_mark(self.pause_clock_ns(prio, now));
         let q = &mut self.prio[prio as usize];
         q.packets.push_back(pid);
         q.bytes += pkt.wire_bytes as u64;
@@ -469,7 +459,9 @@ impl PortState {
             self.nonempty &= !(1 << prio);
         }
         self.total_queue_bytes -= pkt.wire_bytes as u64;
-        let waited = self.pause_clock_ns(prio, now).wrapping_sub(pkt.pause_mark);
+        let waited = self
+            .pause_clock_ns(prio, now)
+            .wrapping_sub(pkt.pause_mark());
         pkt.pfc_wait_ns = pkt.pfc_wait_ns.saturating_add(waited);
         pid
     }
@@ -599,82 +591,79 @@ mod tests {
         }
     }
 
-    /// Wires (rings in one pool) against `VecDeque`s: random pushes and pops on a few wires,
-    /// enough to grow their rings several times; every pop, front and listing agrees, and the
-    /// index a push returns is where `front` finds that packet once it is first, unless its
-    /// ring has grown (moved) since.
+    /// Wires (lists threaded through the packets) against `VecDeque`s of (packet, arrival):
+    /// random pushes, arrivals and links going down on a few wires, with gaps between
+    /// arrivals of up to 2^33 ps (some too long for a packet to keep). Every arrival names the
+    /// packet behind it and when that one arrives, every listing agrees, and the far arrivals
+    /// are all taken once the wires are empty.
     #[test]
-    fn wires_keep_their_packets_in_order_as_their_rings_grow() {
-        use super::{InFlight, Wire, WirePool};
-        use crate::packet::PacketId;
+    fn wires_keep_their_packets_in_order_and_know_when_each_arrives() {
+        use super::{FarArrivals, Wire};
+        use crate::packet::{Packet, PacketArena, PacketId, PacketKind, NO_PACKET};
         use rand::{Rng, SeedableRng};
+        use std::collections::VecDeque;
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
-        let mut pool = WirePool::default();
+        let mut arena = PacketArena::default();
+        let mut far = FarArrivals::default();
         let mut wires = [Wire::default(); 4];
-        // Each packet with the index its push returned and the size of its ring then.
-        let mut models: [std::collections::VecDeque<(InFlight, u32, u32)>; 4] = Default::default();
-        let mut indices_checked = 0;
+        let mut models: [VecDeque<(PacketId, Time)>; 4] = Default::default();
+        let mut last_arrival = [Time::ZERO; 4];
+        let (mut arrivals, mut far_gaps) = (0, 0);
         for step in 0..20_000u32 {
             let w = rng.gen_range(0..4);
             // Pushes outnumber pops early on, so the wires fill up to a few hundred packets.
             if rng.gen_bool(if step < 10_000 { 0.6 } else { 0.4 }) {
-                let packet = InFlight {
-                    arrival: Time(step as u64),
-                    pid: PacketId(step),
+                let gap = if rng.gen_bool(0.05) {
+                    rng.gen_range(u32::MAX as u64 - 2..1 << 33)
+                } else {
+                    rng.gen_range(0..100_000)
                 };
-                let at = wires[w].push_back(&mut pool, packet);
-                models[w].push_back((packet, at, wires[w].cap));
-            } else {
-                let popped = models[w].pop_front().map(|e| e.0);
-                assert_eq!(wires[w].pop_front(&pool), popped);
-            }
-            for (wire, model) in wires.iter().zip(&models) {
-                assert_eq!(wire.len(), model.len());
-                let front = wire.front(&pool);
-                assert_eq!(front.map(|(_, p)| p), model.front().map(|e| e.0));
-                if let (Some((at, _)), Some(&(_, pushed_at, cap))) = (front, model.front()) {
-                    if cap == wire.cap {
-                        assert_eq!(at, pushed_at);
-                        indices_checked += 1;
+                far_gaps += (gap >= u32::MAX as u64 && !models[w].is_empty()) as u32;
+                let arrival = last_arrival[w] + Time(gap);
+                last_arrival[w] = arrival;
+                let pid = arena.alloc(Packet::new(PacketKind::Data));
+                let first = wires[w].push_back(&mut arena, &mut far, pid, arrival);
+                assert_eq!(first, models[w].is_empty());
+                models[w].push_back((pid, arrival));
+            } else if rng.gen_bool(0.99) {
+                // The first packet arrives: it names the next and when that one arrives.
+                let Some((pid, at)) = models[w].pop_front() else {
+                    assert!(!wires[w].arrived(PacketId(0), NO_PACKET));
+                    continue;
+                };
+                let (behind, gap) = arena.get(pid).behind_on_wire();
+                assert!(wires[w].arrived(pid, behind));
+                match models[w].front() {
+                    Some(&(next, next_at)) => {
+                        assert_eq!(behind, next.0);
+                        assert_eq!(far.arrival(behind, gap, at), next_at);
                     }
+                    None => assert_eq!(behind, NO_PACKET),
                 }
+                arena.free(pid);
+                arrivals += 1;
+            } else {
+                // The link goes down: everything on it is taken off.
+                while let Some(pid) = wires[w].pop_front(&arena, &mut far) {
+                    assert_eq!(Some(pid), models[w].pop_front().map(|m| m.0));
+                    arena.free(pid);
+                }
+                assert!(models[w].is_empty());
+            }
+            let listed: Vec<PacketId> = wires[w].iter(&arena).collect();
+            let model: Vec<PacketId> = models[w].iter().map(|m| m.0).collect();
+            assert_eq!(listed, model);
+        }
+        for (wire, model) in wires.iter_mut().zip(&mut models) {
+            while let Some(pid) = wire.pop_front(&arena, &mut far) {
+                assert_eq!(Some(pid), model.pop_front().map(|m| m.0));
             }
         }
-        for (wire, model) in wires.iter().zip(&models) {
-            let listed: Vec<InFlight> = wire.iter(&pool).collect();
-            assert_eq!(listed, model.iter().map(|e| e.0).collect::<Vec<_>>());
-        }
-        assert!(wires.iter().all(|w| w.cap >= 64), "the rings grew");
-        assert!(indices_checked > 10_000);
-    }
-
-    /// A ring that grows leaves its place to the next ring that grows to that size: two
-    /// wires that take turns filling up share the pool, which holds no more than their rings
-    /// at their largest and the places they left.
-    #[test]
-    fn a_ring_that_moves_leaves_its_place_to_the_next() {
-        use super::{InFlight, Wire, WirePool, FIRST_RING};
-        use crate::packet::PacketId;
-        let mut pool = WirePool::default();
-        let (mut a, mut b) = (Wire::default(), Wire::default());
-        let packet = InFlight {
-            arrival: Time::ZERO,
-            pid: PacketId(0),
-        };
-        // `a` takes a ring of 8 and grows to 16: its ring of 8 is left.
-        for _ in 0..=FIRST_RING {
-            a.push_back(&mut pool, packet);
-        }
-        assert_eq!((a.cap, pool.entries.len()), (16, 24));
-        // `b`'s first ring is the one `a` left.
-        b.push_back(&mut pool, packet);
-        assert_eq!((b.base, b.cap, pool.entries.len()), (0, 8, 24));
-        // `b` grows to 16 at the end of the pool, leaving the 8 again.
-        for _ in 0..FIRST_RING {
-            b.push_back(&mut pool, packet);
-        }
-        assert_eq!((b.base, b.cap, pool.entries.len()), (24, 16, 40));
-        assert_eq!(pool.free[3], vec![0]);
+        assert!(far.0.is_empty(), "every far arrival taken: {:?}", far.0);
+        assert!(
+            arrivals > 5_000 && far_gaps > 300,
+            "{arrivals} arrivals, {far_gaps} far"
+        );
     }
 
     #[test]

@@ -45,7 +45,7 @@ impl SwitchScheme for Probe {
         }
         match ctx.loopback {
             // Came back in at the loopback's far end: now forward it.
-            Some(lo) if pkt.ingress_port == lo + 1 => candidates[0],
+            Some(lo) if pkt.ingress_port() == lo + 1 => candidates[0],
             Some(lo) => lo,
             None => candidates[0],
         }

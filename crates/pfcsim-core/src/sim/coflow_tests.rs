@@ -35,8 +35,8 @@ fn metas(spec: &str, tag: bool) -> (BTreeMap<u32, u32>, Vec<Option<u32>>) {
     let mut seen = BTreeMap::new();
     while sim.step().is_some() {
         for h in &sim.hosts {
-            for on in sim.ports[h.port as usize].wire.iter(&sim.wires) {
-                let p = sim.arena.get(on.pid);
+            for on in sim.ports[h.port as usize].wire.iter(&sim.arena) {
+                let p = sim.arena.get(on);
                 if p.kind == PacketKind::Data {
                     let m = *seen.entry(p.flow).or_insert(p.lb.meta);
                     assert_eq!(m, p.lb.meta, "flow {}", p.flow);

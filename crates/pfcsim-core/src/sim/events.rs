@@ -27,14 +27,9 @@ use std::ops::ControlFlow;
 pub(super) enum Event {
     /// `port`'s serializer frees up and the port has something waiting.
     TxDone(u32),
-    /// The head of `port`'s wire, packet `pid`, reaches the peer. (The packet and its entry
-    /// in the [`crate::port::WirePool`] are named so that they and the entry behind can be
-    /// fetched from memory at once, while the port is.)
-    Arrival {
-        port: u32,
-        pid: PacketId,
-        entry: u32,
-    },
+    /// The head of `port`'s wire, packet `pid`, reaches the peer. (The packet is named so
+    /// that it can be fetched from memory at once, while the port is.)
+    Arrival { port: u32, pid: PacketId },
     /// A host NIC's pacing wake-up.
     NicWake(u32),
     /// The next flow of the (start-ordered) flow table starts.
@@ -212,12 +207,11 @@ impl Simulation {
             // work of the events before them. A serializer freeing up has its port's first
             // line asked for (under load most departures come from a queue, by `TxDone`).
             // Only hints: nothing changes.
-            let (ports, arena, wires) = (&self.ports, &self.arena, &self.wires);
+            let (ports, arena) = (&self.ports, &self.arena);
             let Some((t, ev)) = self.events.pop_with(|e| match *e {
-                Event::Arrival { port, pid, entry } => {
+                Event::Arrival { port, pid } => {
                     crate::engine::prefetch(arena.get(pid));
                     crate::engine::prefetch(&ports[port as usize].wire);
-                    wires.prefetch_after(entry);
                 }
                 Event::TxDone(port) => crate::engine::prefetch(&ports[port as usize]),
                 _ => {}
@@ -400,7 +394,7 @@ impl Simulation {
     fn handle(&mut self, ev: Event) {
         match ev {
             Event::TxDone(p) => self.tx_done(p),
-            Event::Arrival { port, pid, .. } => self.arrival(port, pid),
+            Event::Arrival { port, pid } => self.arrival(port, pid),
             Event::NicWake(h) => self.nic_wake(h),
             Event::FlowStart => self.flow_start(),
             Event::Rto(h) => self.rto_fired(h),

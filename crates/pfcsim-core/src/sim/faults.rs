@@ -186,8 +186,10 @@ impl Simulation {
     /// a pause the peer held on it.
     fn take_port_down(&mut self, p: u32) {
         let now = self.now;
-        while let Some(gone) = self.ports[p as usize].wire.pop_front(&self.wires) {
-            self.fault_drop(gone.pid, DropCause::LinkDown, p);
+        while let Some(gone) =
+            (self.ports[p as usize].wire).pop_front(&self.arena, &mut self.far_arrivals)
+        {
+            self.fault_drop(gone, DropCause::LinkDown, p);
         }
         while let Some(pid) = self.ports[p as usize].next_pfc() {
             self.arena.free(pid);
@@ -199,7 +201,7 @@ impl Simulation {
                 if let NodeRef::Switch(s) = self.ports[p as usize].owner {
                     let sw = &mut self.switches[s as usize];
                     let pkt = self.arena.get(pid);
-                    let (in_local, out) = (pkt.ingress_port, (p - sw.ports.start) as usize);
+                    let (in_local, out) = (pkt.ingress_port(), (p - sw.ports.start) as usize);
                     let wire = pkt.wire_bytes as u64;
                     if prio != CONTROL_PRIO {
                         match sw.mmu.release(in_local as usize, out, prio, wire) {

@@ -202,7 +202,7 @@ impl Simulation {
         pkt.sport = message.sport;
         pkt.dport = message.dport;
         pkt.lb = message.header;
-        pkt.layer = layer;
+        pkt.set_layer(layer);
         pkt.priority = message.priority;
         pkt.wire_bytes = self.cfg.nic.control_bytes;
         let Some(hashed) = self.routed_egress(s, &pkt) else {
@@ -216,7 +216,7 @@ impl Simulation {
         }
         if message.priority != CONTROL_PRIO {
             // Charged like a data packet of that priority, to the ingress of its egress.
-            pkt.ingress_port = local;
+            pkt.set_ingress_port(local);
             let wire = pkt.wire_bytes as u64;
             match sw
                 .mmu

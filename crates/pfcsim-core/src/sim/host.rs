@@ -760,7 +760,7 @@ impl Simulation {
             self.bytes_delivered += pkt.payload as u64;
             self.data_packets_delivered += 1;
             flow.unacked_packets += 1;
-            flow.unacked_ce |= pkt.ce;
+            flow.unacked_ce |= pkt.ce();
             // The flow's size (on its second line) is read only between ACKs.
             if flow.unacked_packets >= nic.ack_interval || flow.expected >= flow.spec.size {
                 let cnp = flow.unacked_ce;
@@ -779,22 +779,26 @@ impl Simulation {
             if now >= flow.nack_allowed_at || flow.last_nack != flow.expected {
                 flow.last_nack = flow.expected;
                 flow.nack_allowed_at = now + nic.nack_interval;
-                Some((PacketKind::Nack, pkt.ce || nic.cnp_on_nack))
+                Some((PacketKind::Nack, pkt.ce() || nic.cnp_on_nack))
             } else {
                 None
             }
         } else {
             // Duplicate (already received): ACK again.
             self.payload_discarded += pkt.payload as u64;
-            Some((PacketKind::Ack, pkt.ce))
+            Some((PacketKind::Ack, pkt.ce()))
         };
         if let Some((kind, cnp)) = reply {
             let mut ack = reply_to(pkt, kind, nic.control_bytes);
             ack.seq = flow.expected;
-            ack.cnp = cnp;
+            ack.set_cnp(cnp);
             // Echoes for host-side schemes: the ECN marks (ECE) of the packets an ACK covers
             // (an ACK's CNP flag is exactly that), or a NACK's packet's mark; and its path.
-            ack.ce = if kind == PacketKind::Ack { cnp } else { pkt.ce };
+            ack.set_ce(if kind == PacketKind::Ack {
+                cnp
+            } else {
+                pkt.ce()
+            });
             if self.host_side.is_some() {
                 ack.lb.path_tag = pkt.lb.path_tag;
             }
@@ -829,7 +833,7 @@ impl Simulation {
             let echo = AckEcho {
                 nack: pkt.kind == PacketKind::Nack,
                 path_tag: pkt.lb.path_tag,
-                ce: pkt.ce,
+                ce: pkt.ce(),
                 rtt: now.saturating_sub(pkt.sent_at),
                 newly_acked,
             };
@@ -837,7 +841,7 @@ impl Simulation {
             self.host_lb_ack(h, info, echo);
         }
         let flow = &mut self.flows[f as usize];
-        if pkt.cnp {
+        if pkt.cnp() {
             flow.cnps_received += 1;
             if let (Some(d), CcConfig::Dcqcn(cfg)) = (&mut flow.cc, &self.cfg.cc) {
                 if let Some(at) = d.on_cnp(cfg, now) {

@@ -315,7 +315,7 @@ impl Simulation {
     pub(super) fn answer_probe(&mut self, h: u32, probe: &Packet) {
         let mut reply = reply_to(probe, PacketKind::ProbeReply, self.cfg.nic.control_bytes);
         reply.lb = probe.lb;
-        reply.ce = probe.ce;
+        reply.set_ce(probe.ce());
         // The time the probe arrived, for its one-way delay.
         reply.seq = self.now.ps();
         self.host_enqueue(h, CONTROL_PRIO, reply);
@@ -326,7 +326,7 @@ impl Simulation {
         let echo = ProbeEcho {
             to_host: reply.src,
             path_tag: reply.lb.path_tag,
-            ce: reply.ce,
+            ce: reply.ce(),
             rtt: self.now.saturating_sub(reply.sent_at),
             one_way: Time(reply.seq).saturating_sub(reply.sent_at),
             meta: reply.lb.meta,

@@ -2,8 +2,8 @@
 //! pausing and resuming an egress.
 
 use super::{Event, Simulation};
-use crate::packet::{Packet, PacketId, PacketKind};
-use crate::port::{InFlight, NodeRef};
+use crate::packet::{Packet, PacketId, PacketKind, NO_PACKET};
+use crate::port::NodeRef;
 use crate::units::Time;
 
 impl Simulation {
@@ -20,18 +20,10 @@ impl Simulation {
         let done = self.now + port.tx_time(wire);
         port.busy_until = done;
         let arrival = done + port.delay;
-        let entry = port
-            .wire
-            .push_back(&mut self.wires, InFlight { arrival, pid });
-        if port.wire.len() == 1 {
-            self.events.schedule(
-                arrival,
-                Event::Arrival {
-                    port: p,
-                    pid,
-                    entry,
-                },
-            );
+        let first = (port.wire).push_back(&mut self.arena, &mut self.far_arrivals, pid, arrival);
+        if first {
+            self.events
+                .schedule(arrival, Event::Arrival { port: p, pid });
         }
         let more = port.total_queue_bytes > 0
             || port.pfc_waiting()
@@ -53,14 +45,13 @@ impl Simulation {
     }
 
     pub(super) fn arrival(&mut self, p: u32, pid: PacketId) {
-        let port = &mut self.ports[p as usize];
-        // Empty only when the link went down with this packet on the wire (a fault).
-        let Some(head) = port.wire.pop_front(&self.wires) else {
-            return;
-        };
-        debug_assert_eq!(head.pid, pid);
         let pkt = self.arena.get(pid);
         let (kind, flow, dst) = (pkt.kind, pkt.flow, pkt.dst);
+        let (behind, gap) = pkt.behind_on_wire();
+        let port = &mut self.ports[p as usize];
+        if !port.wire.arrived(pid, behind) {
+            return; // the link went down with the packet on it (a fault)
+        }
         let to = port.peer;
         let peer = port.peer_ref;
         // Ask now for what the receiving node reads first, so that its miss overlaps the
@@ -75,17 +66,12 @@ impl Simulation {
                 self.switches[s as usize].prefetch_route(self.host_index[dst as usize] as usize)
             }
         }
-        let port = &mut self.ports[p as usize];
-        if let Some((entry, next)) = port.wire.front(&self.wires) {
-            crate::engine::prefetch(self.arena.get(next.pid));
-            self.events.schedule(
-                next.arrival,
-                Event::Arrival {
-                    port: p,
-                    pid: next.pid,
-                    entry,
-                },
-            );
+        if behind != NO_PACKET {
+            let next = PacketId(behind);
+            crate::engine::prefetch(self.arena.get(next));
+            let at = self.far_arrivals.arrival(behind, gap, self.now);
+            self.events
+                .schedule(at, Event::Arrival { port: p, pid: next });
         }
         if matches!(kind, PacketKind::Pause | PacketKind::Resume) {
             self.receive_pfc(to, pid);

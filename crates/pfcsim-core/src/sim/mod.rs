@@ -48,7 +48,7 @@ use crate::engine::{EventQueue, Fingerprint};
 use crate::lb::LbAction;
 use crate::metrics::OodHistogram;
 use crate::packet::PacketArena;
-use crate::port::{PortState, WirePool};
+use crate::port::{FarArrivals, PortState};
 use crate::units::Time;
 
 pub use config::{CcConfig, FabricConfig};
@@ -110,8 +110,8 @@ pub struct Simulation {
     events_done: u64,
     arena: PacketArena,
     ports: Vec<PortState>,
-    /// The packets on the ports' wires.
-    wires: WirePool,
+    /// The arrival times the packets on the wires cannot keep (`port::FarArrivals`).
+    far_arrivals: FarArrivals,
     /// `host_index[node]`: position of a host in `hosts` (u32::MAX for switches).
     host_index: Vec<u32>,
     switches: Vec<Switch>,

@@ -12,7 +12,7 @@ use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
 use crate::metrics::{FlowRecord, OodHistogram, PortRecord};
 use crate::mmu::{auto_headroom, EgressMmu, Mmu, Ns3RdmaMmu, Ns3RdmaParams, Threshold};
 use crate::packet::PacketArena;
-use crate::port::{NodeRef, PortState, WirePool, CONTROL_PRIO, N_PRIO};
+use crate::port::{FarArrivals, NodeRef, PortState, CONTROL_PRIO, N_PRIO};
 use crate::topology::{Shape, Topology};
 use crate::traffic::{describe_hosts, FlowSpec};
 use crate::transport::TransportKind;
@@ -186,7 +186,7 @@ impl Simulation {
             arena: PacketArena::with_scheme_words(cfg.lb.capabilities().scheme_word)
                 .with_arrivals(cfg.lb.capabilities().sojourn),
             ports,
-            wires: WirePool::default(),
+            far_arrivals: FarArrivals::default(),
             host_index,
             switches,
             hosts,

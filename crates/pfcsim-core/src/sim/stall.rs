@@ -277,7 +277,7 @@ impl Simulation {
             let first = self.switches[m.owner as usize].ports.start;
             for &pid in &self.ports[m.port as usize].prio[m.prio as usize].packets {
                 let pkt = self.arena.get(pid);
-                let ingress = first + pkt.ingress_port as u32;
+                let ingress = first + pkt.ingress_port() as u32;
                 if let Some(&e) = by_ingress.get(&(ingress, m.prio)) {
                     *waits.entry((e, f)).or_default() += pkt.wire_bytes as u64;
                 }
@@ -290,8 +290,8 @@ impl Simulation {
         let on_wire: Vec<bool> = (set.iter())
             .map(|m| {
                 let port = &self.ports[m.port as usize];
-                port.wire.iter(&self.wires).any(|on| {
-                    let pkt = self.arena.get(on.pid);
+                port.wire.iter(&self.arena).any(|on| {
+                    let pkt = self.arena.get(on);
                     pkt.priority == m.prio
                         && !matches!(pkt.kind, PacketKind::Pause | PacketKind::Resume)
                 })

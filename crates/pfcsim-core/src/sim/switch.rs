@@ -587,7 +587,7 @@ impl Simulation {
             || kind == PacketKind::LbRouted && self.routed_control_here(s, pid)
         {
             let sw = &mut self.switches[s as usize];
-            let (header, layer) = (self.arena.get(pid).lb, self.arena.get(pid).layer);
+            let (header, layer) = (self.arena.get(pid).lb, self.arena.get(pid).layer());
             self.arena.free(pid);
             sw.with_scheme(self.now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
                 crate::lb::on_control(lb, ctx, layer, in_local, &header)
@@ -601,7 +601,7 @@ impl Simulation {
     /// Routes, admits, charges and enqueues a data or control packet.
     fn switch_forward(&mut self, s: u32, in_local: u16, pid: PacketId) {
         let strict = self.cfg.switch.control_strict_priority;
-        self.arena.get_mut(pid).ingress_port = in_local;
+        self.arena.get_mut(pid).set_ingress_port(in_local);
         let caps = &self.switches[s as usize].lb_caps;
         let (sojourn, scheme_word, ingress) = (caps.sojourn, caps.scheme_word, caps.ingress);
         if sojourn {
@@ -789,7 +789,7 @@ impl Simulation {
         let mut resume = None;
         let mut frames = false;
         if prio != CONTROL_PRIO {
-            let in_local = pkt.ingress_port;
+            let in_local = pkt.ingress_port();
             match sw.mmu.release(
                 in_local as usize,
                 out_local as usize,
@@ -814,7 +814,7 @@ impl Simulation {
                     sw.ecn_rng.gen::<f64>() < prob
                 };
                 if mark {
-                    pkt.ce = true;
+                    pkt.set_ce(true);
                     self.ports[p as usize].rec.ecn_marks += 1;
                 }
             }
@@ -898,7 +898,7 @@ impl Simulation {
         let mut pkt = Packet::new(PacketKind::LbControl);
         pkt.src = self.switches[s as usize].node;
         pkt.lb = header;
-        pkt.layer = layer;
+        pkt.set_layer(layer);
         pkt.wire_bytes = self.cfg.nic.control_bytes;
         let pid = self.arena.alloc(pkt);
         self.ports[p as usize].rec.lb_messages_sent += 1;

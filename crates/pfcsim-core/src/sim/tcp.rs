@@ -379,7 +379,7 @@ impl Simulation {
         }
         let mut ack = reply_to(pkt, PacketKind::Ack, ack_bytes);
         ack.seq = flow.expected;
-        ack.ce = pkt.ce;
+        ack.set_ce(pkt.ce());
         if self.host_side.is_some() {
             ack.lb.path_tag = pkt.lb.path_tag;
         }
@@ -462,7 +462,7 @@ impl Simulation {
         }
         if cfg.cc == TcpCc::Dctcp {
             st.acked += newly;
-            if pkt.ce {
+            if pkt.ce() {
                 st.marked += newly;
             }
             if flow.snd_una >= st.window_end && st.acked > 0 {
@@ -472,7 +472,7 @@ impl Simulation {
                 st.marked = 0;
                 st.window_end = flow.snd_nxt;
             }
-            if pkt.ce && !st.in_recovery && flow.snd_una >= st.cwr_end {
+            if pkt.ce() && !st.in_recovery && flow.snd_una >= st.cwr_end {
                 st.cwnd = (st.cwnd * (1.0 - st.alpha / 2.0)).max(2.0 * mss);
                 st.ssthresh = st.cwnd;
                 st.cwr_end = flow.snd_nxt;
@@ -493,7 +493,7 @@ impl Simulation {
             let echo = AckEcho {
                 nack: fast_retransmit,
                 path_tag: pkt.lb.path_tag,
-                ce: pkt.ce,
+                ce: pkt.ce(),
                 rtt: now.saturating_sub(pkt.sent_at),
                 newly_acked: newly,
             };

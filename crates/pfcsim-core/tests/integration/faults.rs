@@ -164,6 +164,30 @@ fn a_degraded_link_serializes_at_its_new_rate() {
     assert!(slow > 8.0 * fast, "{slow} vs {fast}");
 }
 
+/// A link slowed to 1 Mbps serializes a packet in 8.4 ms, so each packet queued behind another
+/// arrives more than the 4.29 ms after it that a packet on the wire can keep
+/// (`port::FarArrivals`): each still arrives when its serialization ends. (The sender's
+/// timeouts, shorter than that, send copies too; they are discarded at the receiver.)
+#[test]
+fn a_link_slowed_to_a_crawl_delivers_each_packet_when_its_serialization_ends() {
+    let pinned = r#"
+        [[traffic]]
+        kind = "scripted"
+        flows = [{ src = 0, dst = 12, size = "6KB", start = "0us", path = [0] }]
+    "#;
+    let out = run(&format!(
+        "{pinned}\n[[faults]]\nkind = \"link_rate\"\nlink = [\"leaf:0\", \"spine:0\"]\nrate = \"1Mbps\"\n"
+    ));
+    // Six packets of 1,000 B plus 48 B of headers, back to back at 1 Mbps: 50.3 ms (the last
+    // one waits behind the five before it, then has a gap to the fifth too long to keep); the
+    // rest of the path adds microseconds.
+    let fct = out.flows[0].fct_ps.unwrap() as f64;
+    let at_1m = 6.0 * (1_000.0 + 48.0) * 8.0 / 1e6 * 1e12;
+    assert!(fct > at_1m && fct < at_1m + 20e6, "{fct} vs {at_1m}");
+    assert!(out.flows[0].timeouts > 0);
+    testing::assert_lossless_and_conserved(&out);
+}
+
 #[test]
 fn same_faults_same_seed_same_fingerprint() {
     let spec = format!(

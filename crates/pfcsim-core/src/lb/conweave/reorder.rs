@@ -69,7 +69,7 @@ impl ConWeave {
         let now = ctx.now;
         let (key, slot) = self.key(pkt);
         let path = (pkt.lb.path_tag & 0xff).saturating_sub(1);
-        if pkt.ce {
+        if pkt.ce() {
             let me = self.my_tor.unwrap_or(0);
             Self::reply(ctx, pkt, key, MSG_NOTIFY | path << 8 | me << 16);
         }

@@ -25,7 +25,7 @@ pub fn drop_stale(w: &mut u32, avg: &mut f64, w_q: f64, max_p: f64, t: u32, draw
 impl Lbodsn {
     /// An ACK or NACK leaving this ToR towards its sender, one of this ToR's hosts.
     pub(super) fn filter_cnp(&mut self, ctx: &mut LbCtx, ack: &mut Packet) {
-        if !ack.cnp || self.tx.is_empty() {
+        if !ack.cnp() || self.tx.is_empty() {
             return;
         }
         // The data flow's key: the ACK's addresses and ports reversed.
@@ -38,7 +38,7 @@ impl Lbodsn {
         self.counters.stale_cnps += 1;
         let draw = ctx.rng.gen::<f64>();
         if drop_stale(&mut f.w, &mut f.avg, self.w_q, self.max_p, self.cnp_t, draw) {
-            ack.cnp = false;
+            ack.set_cnp(false);
             self.counters.stale_cnps_dropped += 1;
         }
     }

@@ -283,7 +283,7 @@ impl Lbodsn {
         src_tor: u32,
         out: u16,
     ) -> Ingress {
-        let port = pkt.ingress_port;
+        let port = pkt.ingress_port();
         let k = key(pkt.src, pkt.dst, pkt.sport, pkt.dport);
         if self.port_dir.get(port as usize) == Some(&PortDir::Up) {
             self.paths.seen(src_tor, d.up, port, since(ctx.now, d.ts));
@@ -328,7 +328,7 @@ impl Lbodsn {
 
     /// An LBoDSN data packet from a spine leaves towards one of this ToR's hosts.
     fn departed(&mut self, ctx: &mut LbCtx, pkt: &Packet) {
-        let port = pkt.ingress_port;
+        let port = pkt.ingress_port();
         if self.port_dir.get(port as usize) != Some(&PortDir::Up) {
             return;
         }

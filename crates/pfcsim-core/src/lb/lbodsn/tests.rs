@@ -50,7 +50,7 @@ fn data(src: u32, sport: u16, up: u8, port: u16, now: Time) -> Packet {
     p.dport = 100;
     p.priority = 3;
     p.wire_bytes = 1_000;
-    p.ingress_port = port;
+    p.set_ingress_port(port);
     p.lb = LbHeader {
         path_tag: up as u32 + 1,
         meta: Data {

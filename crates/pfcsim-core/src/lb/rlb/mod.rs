@@ -429,7 +429,7 @@ impl SwitchScheme for Rlb {
             None => self.inner.choose(ctx, pkt, cands),
         };
         let lo = ctx.loopback.filter(|_| self.recirculation);
-        let from_loop = ctx.loopback.is_some_and(|l| pkt.ingress_port == l + 1);
+        let from_loop = ctx.loopback.is_some_and(|l| pkt.ingress_port() == l + 1);
         let dst_tor = self.dst_tor(pkt);
         if !self.blocked(p, pkt.priority, ctx.now) {
             // Fast path: the inner choice carries no warning.
