@@ -36,7 +36,7 @@
 //! Recirculation: with `[switch.loopback]` every switch has a loopback link whose two ends are
 //! two of its ports. `choose` may return `ctx.loopback` instead of a candidate; the packet is
 //! then serialized on the loopback, charged to the buffer like any packet, and comes back in
-//! at the other end (`ctx.loopback + 1`, visible as `pkt.ingress_port`) to be routed again.
+//! at the other end (`ctx.loopback + 1`, visible as `pkt.ingress_port()`) to be routed again.
 //! A loopback egress does not count as a hop in `pkt.hop`.
 //!
 //! Wrapping ([`wrap`]): a scheme may wrap another (RLB wraps any switch-side scheme,

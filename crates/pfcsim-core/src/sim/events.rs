@@ -200,11 +200,11 @@ impl Simulation {
         self.set_next_stop(horizon);
 
         loop {
-            // When the queue reaches a new slot, the packets arriving in it, their ports'
-            // wires and the wire entries behind them (the next packets', read to schedule
-            // them) are asked for at once (prefetched): in a large fabric each is a cache miss
-            // (written a propagation delay ago), and misses started early overlap with the
-            // work of the events before them. A serializer freeing up has its port's first
+            // When the queue reaches a new slot, the packets arriving in it (each names the
+            // next packet on its wire and when that one arrives) and their ports' wires are
+            // asked for at once (prefetched): in a large fabric each is a cache miss (written
+            // a propagation delay ago), and misses started early overlap with the work of the
+            // events before them. A serializer freeing up has its port's first
             // line asked for (under load most departures come from a queue, by `TxDone`).
             // Only hints: nothing changes.
             let (ports, arena) = (&self.ports, &self.arena);
