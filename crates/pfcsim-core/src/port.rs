@@ -59,7 +59,8 @@ const FAR: u32 = u32::MAX;
 /// The arrival times of packets that arrive more than 4.29 ms (2^32 ps) after the packet
 /// ahead of them on their wire, too long a gap for the packet ahead to keep: only on links
 /// with more delay and serialization time than a data centre has (a link slowed to a few
-/// Mbps by a fault). Kept by packet until it arrives or its link goes down.
+/// Mbps by a fault). Kept by packet until the packet ahead of it leaves the wire: when that one
+/// arrives (and this one's arrival is scheduled), or when their link goes down.
 #[derive(Debug, Default)]
 pub(crate) struct FarArrivals(HashMap<u32, Time>);
 
@@ -79,7 +80,7 @@ impl FarArrivals {
     fn take(&mut self, pid: u32) -> Time {
         self.0
             .remove(&pid)
-            .expect("a far arrival is kept until it happens")
+            .expect("a far arrival is kept until the packet ahead leaves the wire")
     }
 }
 
@@ -101,7 +102,8 @@ impl Wire {
             let gap = match u32::try_from((arrival - self.tail_arrival).ps()) {
                 Ok(gap) if gap != FAR => gap,
                 _ => {
-                    far.0.insert(pid.0, arrival);
+                    let previous = far.0.insert(pid.0, arrival);
+                    debug_assert!(previous.is_none(), "packet {} kept twice", pid.0);
                     FAR
                 }
             };
@@ -611,7 +613,8 @@ mod tests {
         let (mut arrivals, mut far_gaps) = (0, 0);
         for step in 0..20_000u32 {
             let w = rng.gen_range(0..4);
-            // Pushes outnumber pops early on, so the wires fill up to a few hundred packets.
+            // Pushes outnumber pops early on, so the wires fill up (to tens of packets: a
+            // link goes down now and then).
             if rng.gen_bool(if step < 10_000 { 0.6 } else { 0.4 }) {
                 let gap = if rng.gen_bool(0.05) {
                     rng.gen_range(u32::MAX as u64 - 2..1 << 33)
@@ -664,6 +667,37 @@ mod tests {
             arrivals > 5_000 && far_gaps > 300,
             "{arrivals} arrivals, {far_gaps} far"
         );
+    }
+
+    /// The largest gap a packet keeps is 2^32 - 2 ps; 2^32 - 1 and more are kept beside.
+    #[test]
+    fn the_longest_gap_a_packet_keeps_is_just_under_2_to_the_32_ps() {
+        use super::{FarArrivals, Wire, FAR};
+        use crate::packet::{Packet, PacketArena, PacketKind};
+        let mut arena = PacketArena::default();
+        let mut far = FarArrivals::default();
+        let mut wire = Wire::default();
+        let gaps = [u32::MAX as u64 - 1, u32::MAX as u64, 1 << 40, 0];
+        let mut at = Time(5);
+        let mut pids = vec![arena.alloc(Packet::new(PacketKind::Data))];
+        wire.push_back(&mut arena, &mut far, pids[0], at);
+        let mut arrivals = vec![at];
+        for gap in gaps {
+            at += Time(gap);
+            let pid = arena.alloc(Packet::new(PacketKind::Data));
+            assert!(!wire.push_back(&mut arena, &mut far, pid, at));
+            pids.push(pid);
+            arrivals.push(at);
+        }
+        assert_eq!(far.0.len(), 2);
+        for (i, gap) in gaps.into_iter().enumerate() {
+            let (behind, kept) = arena.get(pids[i]).behind_on_wire();
+            assert_eq!(behind, pids[i + 1].0);
+            assert_eq!(kept == FAR, gap >= u32::MAX as u64, "gap {gap}");
+            assert!(wire.arrived(pids[i], behind));
+            assert_eq!(far.arrival(behind, kept, arrivals[i]), arrivals[i + 1]);
+        }
+        assert!(far.0.is_empty());
     }
 
     #[test]

@@ -178,9 +178,9 @@ fn a_link_slowed_to_a_crawl_delivers_each_packet_when_its_serialization_ends() {
     let out = run(&format!(
         "{pinned}\n[[faults]]\nkind = \"link_rate\"\nlink = [\"leaf:0\", \"spine:0\"]\nrate = \"1Mbps\"\n"
     ));
-    // Six packets of 1,000 B plus 48 B of headers, back to back at 1 Mbps: 50.3 ms (the last
-    // one waits behind the five before it, then has a gap to the fifth too long to keep); the
-    // rest of the path adds microseconds.
+    // Six packets of 1,000 B plus 48 B of headers, back to back at 1 Mbps: 50.3 ms (each from
+    // the second on is put on the wire while the one ahead still propagates, 8.4 ms behind
+    // it); the rest of the path adds microseconds.
     let fct = out.flows[0].fct_ps.unwrap() as f64;
     let at_1m = 6.0 * (1_000.0 + 48.0) * 8.0 / 1e6 * 1e12;
     assert!(fct > at_1m && fct < at_1m + 20e6, "{fct} vs {at_1m}");
