@@ -66,9 +66,10 @@ impl Simulation {
                 self.switches[s as usize].prefetch_route(self.host_index[dst as usize] as usize)
             }
         }
+        // The next packet on the wire is not asked for here: it arrives a serialization time
+        // later at the earliest, and the event loop asks for it when it reaches its slot.
         if behind != NO_PACKET {
             let next = PacketId(behind);
-            crate::engine::prefetch(self.arena.get(next));
             let at = self.far_arrivals.arrival(behind, gap, self.now);
             self.events
                 .schedule(at, Event::Arrival { port: p, pid: next });
