@@ -204,9 +204,9 @@ impl Simulation {
             // next packet on its wire and when that one arrives) and their ports' wires are
             // asked for at once (prefetched): in a large fabric each is a cache miss (written
             // a propagation delay ago), and misses started early overlap with the work of the
-            // events before them. A serializer freeing up has its port's first
-            // line asked for (under load most departures come from a queue, by `TxDone`).
-            // Only hints: nothing changes.
+            // events before them. A serializer freeing up has its port's first line asked for
+            // (under load most departures come from a queue, by `TxDone`). Only hints:
+            // nothing changes.
             let (ports, arena) = (&self.ports, &self.arena);
             let Some((t, ev)) = self.events.pop_with(|e| match *e {
                 Event::Arrival { port, pid } => {

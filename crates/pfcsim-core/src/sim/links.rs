@@ -20,8 +20,8 @@ impl Simulation {
         let done = self.now + port.tx_time(wire);
         port.busy_until = done;
         let arrival = done + port.delay;
-        let first = (port.wire).push_back(&mut self.arena, &mut self.far_arrivals, pid, arrival);
-        if first {
+        let far = &mut self.far_arrivals;
+        if port.wire.push_back(&mut self.arena, far, pid, arrival) {
             self.events
                 .schedule(arrival, Event::Arrival { port: p, pid });
         }

@@ -142,21 +142,26 @@ fn a_link_going_down_under_load_loses_packets_that_are_recovered() {
     );
 }
 
+/// One flow of `size` from host 0 to host 12, pinned over spine 0 (equal-cost next hop 0 at
+/// the source leaf); with `uplink_rate`, the link from leaf 0 to spine 0 runs at that rate
+/// from the start (a `link_rate` fault).
+fn pinned_flow(size: &str, uplink_rate: Option<&str>) -> RunOutput {
+    let mut extra = format!(
+        "[[traffic]]\nkind = \"scripted\"\n\
+         flows = [{{ src = 0, dst = 12, size = \"{size}\", start = \"0us\", path = [0] }}]\n"
+    );
+    if let Some(rate) = uplink_rate {
+        extra += &format!(
+            "[[faults]]\nkind = \"link_rate\"\nlink = [\"leaf:0\", \"spine:0\"]\nrate = \"{rate}\"\n"
+        );
+    }
+    run(&extra)
+}
+
 #[test]
 fn a_degraded_link_serializes_at_its_new_rate() {
-    // One 1 MB flow pinned over spine 0 (equal-cost next hop 0 at the source leaf).
-    let pinned = r#"
-        [[traffic]]
-        kind = "scripted"
-        flows = [{ src = 0, dst = 12, size = "1MB", start = "0us", path = [0] }]
-    "#;
-    let fast = run(pinned).flows[0].fct_ps.unwrap() as f64;
-    let slow = run(&format!(
-        "{pinned}\n[[faults]]\nkind = \"link_rate\"\nlink = [\"leaf:0\", \"spine:0\"]\nrate = \"10Gbps\"\n"
-    ))
-    .flows[0]
-        .fct_ps
-        .unwrap() as f64;
+    let fast = pinned_flow("1MB", None).flows[0].fct_ps.unwrap() as f64;
+    let slow = pinned_flow("1MB", Some("10Gbps")).flows[0].fct_ps.unwrap() as f64;
     // 1 MB of payload (1,000 packets of 1,000 B plus headers) at 10 Gbps: about 0.85 ms.
     let wire_bits = 1_000.0 * (1_000.0 + 64.0) * 8.0;
     let at_10g = wire_bits / 10e9 * 1e12;
@@ -170,14 +175,7 @@ fn a_degraded_link_serializes_at_its_new_rate() {
 /// timeouts, shorter than that, send copies too; they are discarded at the receiver.)
 #[test]
 fn a_link_slowed_to_a_crawl_delivers_each_packet_when_its_serialization_ends() {
-    let pinned = r#"
-        [[traffic]]
-        kind = "scripted"
-        flows = [{ src = 0, dst = 12, size = "6KB", start = "0us", path = [0] }]
-    "#;
-    let out = run(&format!(
-        "{pinned}\n[[faults]]\nkind = \"link_rate\"\nlink = [\"leaf:0\", \"spine:0\"]\nrate = \"1Mbps\"\n"
-    ));
+    let out = pinned_flow("6KB", Some("1Mbps"));
     // Six packets of 1,000 B plus 48 B of headers, back to back at 1 Mbps: 50.3 ms (each from
     // the second on is put on the wire while the one ahead still propagates, 8.4 ms behind
     // it); the rest of the path adds microseconds.
