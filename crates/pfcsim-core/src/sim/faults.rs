@@ -4,6 +4,7 @@
 //! A fault-free run pays one test of a per-switch flag per packet arriving at a switch (the
 //! flag is set only on switches with a silent-drop or black-hole fault) and nothing else.
 
+use super::routes::RoutingTable;
 use super::{Event, Simulation};
 use crate::engine::{rng_stream, Rng, StreamKind};
 use crate::faults::{Fault, ScheduledFault};
@@ -178,8 +179,14 @@ impl Simulation {
             .collect();
         let full = topo.adjacency();
         let down = &self.faults.link_down;
-        let node = self.switches[s].node as usize;
-        self.switches[s].set_routes(&full[node], &to_host, |link| down[link]);
+        let node = self.switches[s].node;
+        self.switches[s].routing = RoutingTable::shortest_paths(
+            node,
+            &full[node as usize],
+            &to_host,
+            &self.host_groups,
+            |link| down[link],
+        );
     }
 
     /// Drops everything on the wire and queued at port `p`, whose link went down, and ends

@@ -133,9 +133,9 @@ impl Simulation {
     /// Shows data packet `pid`, arrived at switch `s`, to the scheme's `on_ingress`; returns
     /// the reorder queue to hold it in, if the scheme holds it.
     pub(super) fn lb_ingress(&mut self, s: u32, pid: PacketId) -> Option<u16> {
-        let host = self.host_index[self.arena.get(pid).dst as usize] as usize;
+        let key = self.host_groups.key(self.arena.get(pid).dst);
         let sw = &mut self.switches[s as usize];
-        let (offset, count) = sw.route(host);
+        let (offset, count) = sw.routing.route(key);
         let range = offset as usize..offset as usize + count as usize;
         let pkt = self.arena.get_mut(pid);
         let verdict = sw.with_scheme(
@@ -186,9 +186,9 @@ impl Simulation {
     /// Whether routed scheme message `pid` has reached the ToR of its destination host.
     pub(super) fn routed_control_here(&self, s: u32, pid: PacketId) -> bool {
         let sw = &self.switches[s as usize];
-        let host = self.host_index[self.arena.get(pid).dst as usize] as usize;
-        let (offset, count) = sw.route(host);
-        let out = sw.ports.start + sw.next_hops[offset as usize] as u32;
+        let key = self.host_groups.key(self.arena.get(pid).dst);
+        let (offset, count) = sw.routing.route(key);
+        let out = sw.ports.start + sw.routing.next_hops[offset as usize] as u32;
         count == 1 && self.host_index[self.ports[out as usize].peer_node as usize] != u32::MAX
     }
 
@@ -242,12 +242,11 @@ impl Simulation {
     /// no route to its host, e.g. a failed link not yet routed around).
     fn routed_egress(&self, s: u32, pkt: &Packet) -> Option<u16> {
         let sw = &self.switches[s as usize];
-        let host = self.host_index[pkt.dst as usize] as usize;
-        let (offset, count) = sw.route(host);
+        let (offset, count) = sw.routing.route(self.host_groups.key(pkt.dst));
         if count == 0 {
             return None;
         }
         let pick = (flow_hash(pkt, sw.control_salt) % count as u64) as usize;
-        Some(sw.next_hops[offset as usize + pick])
+        Some(sw.routing.next_hops[offset as usize + pick])
     }
 }

@@ -2,6 +2,7 @@
 //! calls and actions, and probes.
 
 use super::host::reply_to;
+use super::routes::HostGroups;
 use super::NicConfig;
 use super::{Event, Simulation, Switch};
 use crate::engine::{rng_stream, Rng, StreamKind};
@@ -33,7 +34,7 @@ impl HostSide {
     pub(super) fn new(
         cfg: &LbConfig,
         flows: usize,
-        switches: &[Switch],
+        (switches, groups): (&[Switch], &HostGroups),
         ports: &[PortState],
         host_nodes: &[u32],
         nodes: usize,
@@ -43,7 +44,7 @@ impl HostSide {
         if !cfg.capabilities().hosts {
             return None;
         }
-        let fabric = path_table(switches, ports, host_nodes, nodes, wire);
+        let fabric = path_table((switches, groups), ports, host_nodes, nodes, wire);
         let lb = cfg.scheme().host_scheme(flows, &fabric)?;
         Some(HostSide {
             clocks_sending: lb.clocks_sending(),
@@ -84,7 +85,7 @@ impl HostSide {
 /// full-size data packet (`wire`'s payload and headers: the NIC's, or TCP's in an all-TCP
 /// run) and its ACK.
 fn path_table(
-    switches: &[Switch],
+    (switches, groups): (&[Switch], &HostGroups),
     ports: &[PortState],
     host_nodes: &[u32],
     nodes: usize,
@@ -163,8 +164,8 @@ fn path_table(
                 continue;
             }
             let sw = &switches[s];
-            let (offset, count) = sw.route(dst_host);
-            let hops = &sw.next_hops[offset as usize..offset as usize + count as usize];
+            let (offset, count) = sw.routing.route(groups.key(host_nodes[dst_host]));
+            let hops = &sw.routing.next_hops[offset as usize..offset as usize + count as usize];
             // Pushed in reverse so that paths come out in port order.
             for (c, &local) in hops.iter().enumerate().rev() {
                 let port = &ports[(sw.ports.start + local as u32) as usize];

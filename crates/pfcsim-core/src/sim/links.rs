@@ -63,7 +63,8 @@ impl Simulation {
                 }
             }
             NodeRef::Switch(s) => {
-                self.switches[s as usize].prefetch_route(self.host_index[dst as usize] as usize)
+                let key = self.host_groups.key(dst);
+                self.switches[s as usize].routing.prefetch(key)
             }
         }
         // The next packet on the wire is not asked for here: it arrives a serialization time

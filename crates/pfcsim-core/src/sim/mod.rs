@@ -34,6 +34,7 @@ mod reseq;
 mod results;
 #[cfg(test)]
 mod rlb_rtt_tests;
+mod routes;
 mod setup;
 mod stall;
 mod switch;
@@ -64,6 +65,7 @@ pub use varys::{CoflowConfig, Scheduler};
 
 use events::Event;
 use host::{FlowState, Host};
+use routes::HostGroups;
 use switch::Switch;
 
 /// Why a simulation cannot be set up.
@@ -98,7 +100,7 @@ pub enum SetupError {
         buffer: u64,
         set_aside: u64,
     },
-    #[error("topology: {hosts} hosts; a fabric may have at most {max} (a switch's routing table names a host's next hops with a 16-bit index); split the study into smaller fabrics")]
+    #[error("topology: {hosts} hosts; a fabric may have at most {max} (a host's group and rank in the switches' routing tables are 16-bit numbers); split the study into smaller fabrics")]
     TooManyHosts { hosts: usize, max: usize },
 }
 
@@ -114,6 +116,8 @@ pub struct Simulation {
     far_arrivals: FarArrivals,
     /// `host_index[node]`: position of a host in `hosts` (u32::MAX for switches).
     host_index: Vec<u32>,
+    /// Every host's key to the switches' routing tables.
+    host_groups: HostGroups,
     switches: Vec<Switch>,
     hosts: Vec<Host>,
     flows: Vec<FlowState>,

@@ -3,7 +3,8 @@
 //! of the load-balancing scheme.
 
 use super::host::{ideal_fct, FlowState, Host};
-use super::switch::{PfcModel, Switch, SwitchConfig, MAX_HOSTS};
+use super::routes::{HostGroups, MAX_HOSTS};
+use super::switch::{PfcModel, Switch, SwitchConfig};
 use super::{
     faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, Guards, SetupError, Simulation,
     StopRule,
@@ -98,13 +99,22 @@ impl Simulation {
             .iter()
             .map(|&h| topo.hop_distances_with(&adj, h))
             .collect();
+        let host_groups = HostGroups::new(topo);
         let mut switches = Vec::with_capacity(n_sw as usize);
         let mut hosts = Vec::with_capacity(n_host as usize);
         for node in 0..n {
             let range = first_port[node]..first_port[node + 1];
             match node_ref[node] {
                 NodeRef::Switch(_) => {
-                    let sw = Switch::new(node as u32, range, &adj, &to_host, &ports, &cfg, seed)?;
+                    let sw = Switch::new(
+                        node as u32,
+                        range,
+                        &adj,
+                        (&to_host, &host_groups),
+                        &ports,
+                        &cfg,
+                        seed,
+                    )?;
                     switches.push(sw);
                 }
                 NodeRef::Host(_) => hosts.push(Host::new(node as u32, range.start)),
@@ -188,6 +198,7 @@ impl Simulation {
             ports,
             far_arrivals: FarArrivals::default(),
             host_index,
+            host_groups,
             switches,
             hosts,
             flows,
@@ -243,7 +254,7 @@ impl Simulation {
             sim.host_side = host_lb::HostSide::new(
                 &sim.cfg.lb,
                 n_flows,
-                &sim.switches,
+                (&sim.switches, &sim.host_groups),
                 &sim.ports,
                 &host_nodes,
                 n,
@@ -407,7 +418,7 @@ mod tests {
     use crate::units::Rate;
 
     #[test]
-    fn a_fabric_with_more_hosts_than_a_route_index_names_is_refused() {
+    fn a_fabric_with_more_hosts_than_a_route_key_names_is_refused() {
         let link = (Rate::gbps(100), Time::from_us(1));
         let leaves = (MAX_HOSTS as u32).div_ceil(16) + 1;
         let topo = Topology::leaf_spine(&LeafSpine::uniform(leaves, 1, 16, link.0, link.1));
@@ -421,9 +432,9 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "topology: {} hosts; a fabric may have at most 65536 (a switch's routing table \
-                 names a host's next hops with a 16-bit index); split the study into smaller \
-                 fabrics",
+                "topology: {} hosts; a fabric may have at most 65536 (a host's group and rank \
+                 in the switches' routing tables are 16-bit numbers); split the study into \
+                 smaller fabrics",
                 leaves * 16
             )
         );

@@ -10,6 +10,7 @@
 //! egress queue (`switch.egress_limit`, in packets or bytes) can drop data packets on arrival
 //! besides the shared buffer's admission.
 
+use super::routes::{HostGroups, RoutingTable};
 use super::setup::{build_mmu, ecn_rng, switch_rng};
 use super::{FabricConfig, SetupError, Simulation};
 use crate::engine::{mix64, Rng};
@@ -265,27 +266,13 @@ impl EcnConfig {
     }
 }
 
-/// Most hosts a fabric may have: a switch's routing table names a host's set of next hops
-/// with a 16-bit index, and there are at most as many sets as hosts.
-pub(super) const MAX_HOSTS: usize = 1 << 16;
-
 /// One switch.
 pub(super) struct Switch {
     pub(super) node: u32,
     /// Global ids of its ports.
     pub(super) ports: Range<u32>,
-    /// For each host (by host index): its set of next hops, an index into `route_sets`.
-    /// Hosts share sets (every host under another leaf has the same next hops at a leaf),
-    /// so this table, read by every packet forwarded and the largest per-switch structure of
-    /// a large fabric (one entry per host in every switch), holds 2 bytes per host instead of
-    /// a copy of the set: 1,024 hosts take 2 KB per switch, 32 hosts a cache line. A switch
-    /// has at most one set per host, and a fabric at most [`MAX_HOSTS`] hosts (checked at
-    /// setup), so every index fits.
-    route_of: Vec<u16>,
-    /// The distinct sets of next hops: (offset, count) in `next_hops`.
-    route_sets: Vec<(u32, u16)>,
-    /// Local port indices, grouped per set, each set once.
-    pub(super) next_hops: Vec<u16>,
+    /// Next hops towards every host.
+    pub(super) routing: RoutingTable,
     pub(super) mmu: Mmu,
     pub(super) lb: Box<dyn SwitchScheme>,
     /// What the scheme asks of the switch: the optional hooks and tests on the data path.
@@ -307,19 +294,19 @@ pub(super) struct Switch {
 }
 
 impl Switch {
-    /// `to_host[i]`: hop distance from every node to the host of index `i`.
+    /// `to_host[i]`: hop distance from every node to the host of index `i`; `groups`: the
+    /// hosts' keys to the routing tables.
     pub(super) fn new(
         node: u32,
         ports: Range<u32>,
         adj: &[Vec<(u32, usize)>],
-        to_host: &[Vec<u32>],
+        (to_host, groups): (&[Vec<u32>], &HostGroups),
         all_ports: &[PortState],
         cfg: &FabricConfig,
         seed: u64,
     ) -> Result<Switch, SetupError> {
         let neighbours = &adj[node as usize];
-        let (route_of, route_sets, next_hops) =
-            shortest_path_routes(node, neighbours, to_host, |_| false);
+        let routing = RoutingTable::shortest_paths(node, neighbours, to_host, groups, |_| false);
         let my_ports = &all_ports[ports.start as usize..ports.end as usize];
         let mtu_wire = cfg.max_data_wire_bytes();
         let mmu = build_mmu(&cfg.switch, my_ports, mtu_wire);
@@ -348,9 +335,7 @@ impl Switch {
         Ok(Switch {
             node,
             ports,
-            route_of,
-            route_sets,
-            next_hops,
+            routing,
             mmu,
             lb,
             lb_caps,
@@ -458,69 +443,6 @@ fn lb_fabric(
     f
 }
 
-/// Next hops of switch `node` towards every host: for host index `i`, the local ports whose
-/// peer is one hop closer to the host in `to_host[i]` (hop distances), skipping links for which
-/// `down(link index)` is true. Returns per host the index of its set of next hops, the
-/// distinct sets as (offset, count) into the port list, and the port list.
-fn shortest_path_routes(
-    node: u32,
-    neighbours: &[(u32, usize)],
-    to_host: &[Vec<u32>],
-    down: impl Fn(usize) -> bool,
-) -> (Vec<u16>, Vec<(u32, u16)>, Vec<u16>) {
-    let mut route_of = Vec::with_capacity(to_host.len());
-    let mut sets: Vec<(u32, u16)> = Vec::new();
-    let mut index: std::collections::HashMap<Vec<u16>, u16> = std::collections::HashMap::new();
-    let mut next_hops = Vec::new();
-    let mut hops = Vec::new();
-    for dist in to_host {
-        hops.clear();
-        let here = dist[node as usize];
-        for (local, &(peer, link)) in neighbours.iter().enumerate() {
-            let d = dist[peer as usize];
-            if d != u32::MAX && d + 1 == here && !down(link) {
-                hops.push(local as u16);
-            }
-        }
-        let set = *index.entry(hops.clone()).or_insert_with(|| {
-            sets.push((next_hops.len() as u32, hops.len() as u16));
-            next_hops.extend_from_slice(&hops);
-            u16::try_from(sets.len() - 1).expect("at most MAX_HOSTS hosts (checked at setup)")
-        });
-        route_of.push(set);
-    }
-    (route_of, sets, next_hops)
-}
-
-impl Switch {
-    /// Replaces the next hops with the shortest paths over the links that are up
-    /// (`to_host` computed without the links that are down).
-    pub(super) fn set_routes(
-        &mut self,
-        neighbours: &[(u32, usize)],
-        to_host: &[Vec<u32>],
-        down: impl Fn(usize) -> bool,
-    ) {
-        (self.route_of, self.route_sets, self.next_hops) =
-            shortest_path_routes(self.node, neighbours, to_host, down);
-    }
-
-    /// Asks for the routing table's entry of host index `host` (see [`crate::engine::prefetch`];
-    /// an index out of range, a switch's, asks for nothing).
-    #[inline]
-    pub(super) fn prefetch_route(&self, host: usize) {
-        if let Some(entry) = self.route_of.get(host) {
-            crate::engine::prefetch(entry);
-        }
-    }
-
-    /// (offset, count) of the next hops towards host index `host` in `next_hops`.
-    #[inline]
-    pub(super) fn route(&self, host: usize) -> (u32, u16) {
-        self.route_sets[self.route_of[host] as usize]
-    }
-}
-
 impl Simulation {
     /// The scheme instance of switch `node`, if it is a `T` (tests and diagnostics: e.g.
     /// `scheme_at::<Rlb>(6)`).
@@ -551,7 +473,7 @@ impl Switch {
         let Switch {
             node,
             ports,
-            next_hops,
+            routing,
             lb,
             lb_layer,
             loopback,
@@ -570,7 +492,7 @@ impl Switch {
             arrived: Time::ZERO,
             actions,
         };
-        hook(&mut **lb, &mut ctx, next_hops)
+        hook(&mut **lb, &mut ctx, &routing.next_hops)
     }
 }
 
@@ -624,10 +546,9 @@ impl Simulation {
         let sw = &mut self.switches[s as usize];
         // Read in place (a copy of the 64-byte record cost more than the fields used).
         let pkt = self.arena.get(pid);
-        let host = self.host_index[pkt.dst as usize];
-        let (offset, count) = sw.route(host as usize);
+        let (offset, count) = sw.routing.route(self.host_groups.key(pkt.dst));
         let range = offset as usize..offset as usize + count as usize;
-        let candidates = &sw.next_hops[range.clone()];
+        let candidates = &sw.routing.next_hops[range.clone()];
         let out_local = if count == 1 {
             candidates[0]
         } else if count == 0 {
