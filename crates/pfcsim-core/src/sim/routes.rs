@@ -8,8 +8,8 @@
 //! one entry per group of hosts (the hosts behind one ToR), and single hosts' entries only for
 //! a group whose hosts it sends different ways (its own hosts, each on its own port, or any
 //! group once a link has failed). At 1,024 hosts behind 64 leaves, a leaf's table is 64 group
-//! entries and 17 routes (the uplinks and its 16 hosts), 392 bytes, where one entry per host
-//! took 2 KB.
+//! entries and 17 routes (the uplinks and its 16 hosts), 440 bytes with its next hops, where
+//! one entry per host took 2 KB.
 
 use crate::topology::Topology;
 use std::collections::HashMap;
