@@ -519,11 +519,12 @@ mod tests {
             assert_eq!(a.nonempty, b.nonempty);
             assert_eq!(arena.get(direct).pfc_wait_ns, arena.get(queued).pfc_wait_ns);
             // The pause marks differ (the pair set one), but no later hop can tell: the next
-            // egress sets its own before it reads one. Both wait there 2 us paused.
-            let mut next = PortState::test_ports(1, 100_000_000_000, Time(1_000_000));
-            let next = &mut next[0];
+            // egress sets its own before it reads one. Both wait there 2 us paused (each at an
+            // egress of its own, the same from the same time on).
             let later = Time(10_000_000);
             for pid in [direct, queued] {
+                let mut next = PortState::test_ports(1, 100_000_000_000, Time(1_000_000));
+                let next = &mut next[0];
                 next.enqueue(prio, pid, arena.get_mut(pid), later);
                 next.paused |= 1 << prio;
                 next.prio[prio as usize].paused_since = later;

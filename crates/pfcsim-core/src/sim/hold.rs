@@ -188,8 +188,10 @@ impl Simulation {
         let sw = &self.switches[s as usize];
         let key = self.host_groups.key(self.arena.get(pid).dst);
         let (offset, count) = sw.routing.route(key);
-        let out = sw.ports.start + sw.routing.next_hops[offset as usize] as u32;
-        count == 1 && self.host_index[self.ports[out as usize].peer_node as usize] != u32::MAX
+        count == 1 && {
+            let out = sw.ports.start + sw.routing.next_hops[offset as usize] as u32;
+            self.host_index[self.ports[out as usize].peer_node as usize] != u32::MAX
+        }
     }
 
     /// Sends routed scheme message `message` of switch `s`'s scheme of `layer` (see

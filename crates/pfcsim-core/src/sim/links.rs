@@ -63,7 +63,7 @@ impl Simulation {
                 }
             }
             NodeRef::Switch(s) => {
-                let key = self.host_groups.key(dst);
+                let key = self.host_groups.hint_key(dst);
                 self.switches[s as usize].routing.prefetch(key)
             }
         }

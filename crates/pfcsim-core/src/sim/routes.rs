@@ -6,8 +6,9 @@
 //! packets. They are kept small by what shortest paths have in common: a switch sends every
 //! host behind another ToR the same way (hosts have one link, to their ToR), so a table has
 //! one entry per group of hosts (the hosts behind one ToR), and single hosts' entries only for
-//! a group whose hosts it sends different ways (its own hosts, each on its own port, or any
-//! group once a link has failed). At 1,024 hosts behind 64 leaves, a leaf's table is 64 group
+//! a group whose hosts it sends different ways: its own hosts, each on its own port. (A failed
+//! link between switches changes how a switch reaches a ToR, and so all of its hosts alike;
+//! the table takes any split of a group all the same.) At 1,024 hosts behind 64 leaves, a leaf's table is 64 group
 //! entries and 17 routes (the uplinks and its 16 hosts), 440 bytes with its next hops, where
 //! one entry per host took 2 KB.
 
@@ -27,10 +28,16 @@ pub(super) struct RouteKey {
     rank: u16,
 }
 
+/// The key of a node that is not a host: no table has its group.
+const NOT_A_HOST: RouteKey = RouteKey {
+    group: u16::MAX,
+    rank: u16::MAX,
+};
+
 /// The fabric's hosts in groups by the switch they hang off, and every host's [`RouteKey`].
 #[derive(Debug)]
 pub(super) struct HostGroups {
-    /// By node id: a host's key (a switch's is the default, and not a key to look up).
+    /// By node id: a host's key ([`NOT_A_HOST`] for a switch).
     keys: Vec<RouteKey>,
     /// The host indices of each group, by rank.
     members: Vec<Vec<u32>>,
@@ -41,7 +48,7 @@ impl HostGroups {
     /// `topo.hosts[i]`). At most 2^16 hosts (checked at setup, [`MAX_HOSTS`]),
     /// so that groups and ranks fit 16 bits.
     pub(super) fn new(topo: &Topology) -> HostGroups {
-        let mut keys = vec![RouteKey::default(); topo.nodes()];
+        let mut keys = vec![NOT_A_HOST; topo.nodes()];
         let mut members: Vec<Vec<u32>> = Vec::new();
         let mut group_of_tor: HashMap<u32, u16> = HashMap::new();
         for (h, &node) in topo.hosts.iter().enumerate() {
@@ -62,6 +69,18 @@ impl HostGroups {
     /// The key of host node `node`.
     #[inline]
     pub(super) fn key(&self, node: u32) -> RouteKey {
+        let key = self.keys[node as usize];
+        debug_assert!(
+            key != NOT_A_HOST,
+            "node {node} is not a host: no route to it"
+        );
+        key
+    }
+
+    /// The key of node `node`, for a hint only: a switch's asks for no line of a table (or,
+    /// in a fabric of 65,536 groups, for a line it does not need).
+    #[inline]
+    pub(super) fn hint_key(&self, node: u32) -> RouteKey {
         self.keys[node as usize]
     }
 }
@@ -157,8 +176,8 @@ impl RoutingTable {
         self.routes[self.index(key)]
     }
 
-    /// Asks for the group entry of `key` (see [`crate::engine::prefetch`]; a switch's key, or
-    /// any other, asks for a line of the table at most).
+    /// Asks for the group entry of `key` (see [`crate::engine::prefetch`]; a switch's key
+    /// asks for nothing).
     #[inline]
     pub(super) fn prefetch(&self, key: RouteKey) {
         if let Some(entry) = self.by_group.get(key.group as usize) {
@@ -245,18 +264,27 @@ mod tests {
         check_tables(&Topology::fat_tree(4, LINK, LINK), &|_| false);
     }
 
-    /// A failed host link makes its host unreachable, and failed fabric links make a
-    /// group's hosts differ at switches far from them: the entries per host carry both.
+    /// A failed link between switches changes the routes of whole groups: the spines keep one
+    /// route per group. A group split at a switch far from it (here by a failed host link,
+    /// which faults do not make, `crate::faults`) takes one route per host there.
     #[test]
-    fn failed_links_give_single_hosts_their_own_routes() {
+    fn failed_links_change_groups_whole_and_split_groups_take_routes_per_host() {
         let topo = leaf_spine(4, 2, 3);
-        // Link 1 joins host 1 to leaf 0; link 12 + 2 * l + s joins leaf l to spine s.
-        let tables = check_tables(&topo, &|link| link == 1 || link == 12 + 2 * 3 + 1);
+        // Link h joins host h to leaf h / 3; link 12 + 2 * l + s joins leaf l to spine s.
+        let leaf_3_spine_1 = 12 + 2 * 3 + 1;
+        let tables = check_tables(&topo, &|link| link == leaf_3_spine_1);
         let groups = HostGroups::new(&topo);
-        // Spine 0 (tables 4..6 are the spines) still reaches every host of leaf 0 but host 1.
+        // Spine 1 (tables 4 and 5 are the spines) reaches leaf 3's hosts through the other
+        // leaves, with one route for the group.
+        let spine = &tables[5];
+        assert_eq!(spine.route(groups.key(9)).1, 3);
+        assert_eq!((spine.by_group.len(), spine.routes.len()), (4, 4));
+        let tables = check_tables(&topo, &|link| link == 1 || link == leaf_3_spine_1);
+        // Spine 0 still reaches every host of leaf 0 but host 1.
         let spine = &tables[4];
         assert_eq!(spine.route(groups.key(1)).1, 0);
         assert_eq!(spine.route(groups.key(0)).1, 1);
+        assert_eq!(spine.routes.len(), 3 + 3);
     }
 
     /// The table of a leaf of a 1,024-host leaf-spine: one entry per group (64 leaves), one

@@ -295,11 +295,15 @@ impl Simulation {
         let switches = shape.switches as f64;
         // `to_host`: a u32 hop distance per (host, node).
         let distances = hosts * (hosts + switches) * size(std::mem::size_of::<u32>());
-        // A 2-byte route-set index per (switch, host) and the distinct sets' (offset, count)
-        // (at most one per host, a handful in a Clos), counted together as 8 bytes per
-        // (switch, host) (an upper bound); and at most one u16 next hop per (switch port facing another
-        // switch, host) and one more per host (at its ToR).
-        let routes = switches * hosts * size(std::mem::size_of::<(u32, u16)>())
+        // The routing tables (`sim/routes.rs`): in every switch, a 4-byte entry and at most one
+        // shared (offset, count) route per group of hosts (a ToR's, so at most as many groups
+        // as switches or hosts), and one route per host at its own ToR; and at most one u16
+        // next hop per (switch port facing another switch, host) and one more per host (at
+        // its ToR).
+        let groups = hosts.min(switches);
+        let route = size(std::mem::size_of::<(u32, u16)>());
+        let routes = switches * groups * (size(4) + route)
+            + hosts * route
             + (2.0 * shape.switch_links as f64 + 1.0) * hosts * size(2);
         // Both ends of every link, with their adjacency entries.
         let ports = 2.0
