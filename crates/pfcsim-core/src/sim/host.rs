@@ -422,38 +422,41 @@ impl FlowState {
 /// Data packets (all full-size but the last) go store-and-forward through the links; with
 /// `t_i` the serialization time of a full packet on link `i`, packet `j` (1-based) leaves link
 /// `m` at `Σ_{i<=m} t_i + Σ_{i<m} d_i + (j-1) max_{i<=m} t_i`; the smaller last packet follows
-/// its predecessor. The final ACK then returns over the same links.
+/// its predecessor. The final ACK then returns over the same links. `Time::MAX` if that is
+/// more than the clock can count (2^64 ps, about 213 days: a flow of petabytes, or of terabytes
+/// on a link of a few Mbps), which setup refuses.
 pub fn ideal_fct(size: u64, path: &[(Rate, Time)], nic: &NicConfig) -> Time {
     let payload = nic.payload.0;
     let header = nic.header_bytes as u64;
     let n = size.div_ceil(payload);
     let last_wire = size - (n - 1) * payload + header;
     let full_wire = payload + header;
-    // Departure of the last packet from each link, computed hop by hop.
-    let mut sum_t = 0u64;
-    let mut sum_d = 0u64;
-    let mut max_t = 0u64;
-    let mut last_departure = 0u64; // of the last packet from the previous link, plus its delay
+    // Departure of the last packet from each link, computed hop by hop, in 128 bits (the
+    // packets' serializations add up past 64 bits for a flow beyond the clock).
+    let mut sum_t = 0u128;
+    let mut sum_d = 0u128;
+    let mut max_t = 0u128;
+    let mut last_departure = 0u128; // of the last packet from the previous link, plus its delay
     for (m, &(rate, delay)) in path.iter().enumerate() {
-        let t_full = rate.tx_time(full_wire).ps();
-        let t_last = rate.tx_time(last_wire).ps();
+        let t_full = rate.tx_time(full_wire).ps() as u128;
+        let t_last = rate.tx_time(last_wire).ps() as u128;
         sum_t += t_full;
         max_t = max_t.max(t_full);
         // Departure of packet n-1 (the last full one) from this link.
         let prev_departure = if n >= 2 {
-            sum_t + sum_d + (n - 2) * max_t
+            sum_t + sum_d + (n as u128 - 2) * max_t
         } else {
             0
         };
         let ready = if m == 0 { 0 } else { last_departure };
-        last_departure = ready.max(prev_departure) + t_last + delay.ps();
-        sum_d += delay.ps();
+        last_departure = ready.max(prev_departure) + t_last + delay.ps() as u128;
+        sum_d += delay.ps() as u128;
     }
-    let ack_back: u64 = path
+    let ack_back: u128 = path
         .iter()
-        .map(|&(rate, delay)| rate.tx_time(nic.control_bytes as u64).ps() + delay.ps())
+        .map(|&(rate, delay)| (rate.tx_time(nic.control_bytes as u64) + delay).ps() as u128)
         .sum();
-    Time(last_departure + ack_back)
+    Time(u64::try_from(last_departure + ack_back).unwrap_or(u64::MAX))
 }
 
 /// The answer of `pkt`'s receiver (an ACK, a NACK, a probe's reply): `kind`, back to its

@@ -82,6 +82,14 @@ pub enum SetupError {
     SelfFlow { index: usize, node: u32 },
     #[error("flow {index}: size is 0 bytes; flows must carry at least one byte")]
     EmptyFlow { index: usize },
+    #[error("traffic[{generator}]: flow {index} ({size} bytes from host {src} to host {dst}) would take longer alone on its path than pfcsim's clock can count (2^64 ps, about 213 days); make the flow smaller or the links of its path faster")]
+    FlowBeyondClock {
+        generator: u16,
+        index: usize,
+        size: u64,
+        src: u32,
+        dst: u32,
+    },
     #[error("flow {index}: priority {priority} is out of range; data priorities are 1..=7 (0 is the control class)")]
     BadPriority { index: usize, priority: u8 },
     #[error("nic.rto: {rto} is not above the base RTT of flow {index} (host {src} to host {dst}), {:.3}us: a full packet out and its ACK back on the idle path; every packet would time out before its ACK could arrive, and be sent again without end; give a timeout well above it (default \"4ms\"), or \"0s\" for none", rtt.as_secs_f64() * 1e6)]

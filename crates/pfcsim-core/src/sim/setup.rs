@@ -166,6 +166,15 @@ impl Simulation {
                     TransportKind::Tcp => &tcp_wire,
                 };
                 let ideal = ideal_fct(f.size, &path, wire);
+                if ideal == Time::MAX {
+                    return Err(SetupError::FlowBeyondClock {
+                        generator: f.generator,
+                        index: i,
+                        size: f.size,
+                        src: f.src,
+                        dst: f.dst,
+                    });
+                }
                 if transport == TransportKind::Roce && cfg.nic.rto != Time::ZERO {
                     let rtt = ideal_fct(wire.payload.0, &path, wire);
                     if !matches!(longest_rtt, Some((longest, ..)) if longest >= rtt) {
@@ -173,9 +182,9 @@ impl Simulation {
                     }
                 }
                 let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate();
-                FlowState::new(i as u32, f, ideal, line, &cfg.cc)
+                Ok(FlowState::new(i as u32, f, ideal, line, &cfg.cc))
             })
-            .collect();
+            .collect::<Result<_, SetupError>>()?;
         if let Some((rtt, index, src, dst)) = longest_rtt {
             if cfg.nic.rto <= rtt {
                 return Err(SetupError::RtoBelowRtt {
@@ -420,6 +429,38 @@ mod tests {
     use super::*;
     use crate::topology::LeafSpine;
     use crate::units::Rate;
+
+    /// A flow whose ideal FCT is past what the clock counts is refused (its ideal FCT once
+    /// wrapped around in release builds); one just within it is taken, with its ideal FCT.
+    #[test]
+    fn a_flow_longer_than_the_clock_is_refused() {
+        let link = (Rate::gbps(100), Time::from_us(1));
+        let topo = Topology::leaf_spine(&LeafSpine::uniform(2, 1, 2, link.0, link.1));
+        let stop = StopRule {
+            at: Time::from_ms(1),
+            when_flows_done: false,
+        };
+        let cfg = FabricConfig::default();
+        // 80 ps a byte at 100 Gbps, and headers: 2^56 bytes take about 2^62.4 ps alone, 2^58
+        // bytes over 2^64.
+        let (within, beyond) = (1u64 << 56, 1u64 << 58);
+        let path = [link; 4];
+        assert!(ideal_fct(within, &path, &cfg.nic) < Time::MAX);
+        assert_eq!(ideal_fct(beyond, &path, &cfg.nic), Time::MAX);
+        let flow = |size| vec![FlowSpec::scripted(0, 3, size, Time::ZERO)];
+        assert!(Simulation::new(&topo, cfg.clone(), flow(within), 1, stop).is_ok());
+        let err = Simulation::new(&topo, cfg, flow(beyond), 1, stop)
+            .err()
+            .expect("beyond the clock");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "traffic[0]: flow 0 ({beyond} bytes from host 0 to host 3) would take longer \
+                 alone on its path than pfcsim's clock can count (2^64 ps, about 213 days); make \
+                 the flow smaller or the links of its path faster"
+            )
+        );
+    }
 
     #[test]
     fn a_fabric_with_more_hosts_than_a_route_key_names_is_refused() {
