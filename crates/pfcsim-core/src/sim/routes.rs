@@ -8,9 +8,9 @@
 //! one entry per group of hosts (the hosts behind one ToR), and single hosts' entries only for
 //! a group whose hosts it sends different ways: its own hosts, each on its own port. (A failed
 //! link between switches changes how a switch reaches a ToR, and so all of its hosts alike;
-//! the table takes any split of a group all the same.) At 1,024 hosts behind 64 leaves, a leaf's table is 64 group
-//! entries and 17 routes (the uplinks and its 16 hosts), 440 bytes with its next hops, where
-//! one entry per host took 2 KB.
+//! the table takes any split of a group all the same.) At 1,024 hosts behind 64 leaves, a
+//! leaf's table is 64 group entries and 17 routes (the uplinks and its 16 hosts), 440 bytes
+//! with its next hops, where one entry per host took 2 KB.
 
 use crate::topology::Topology;
 use std::collections::HashMap;
@@ -22,7 +22,7 @@ pub(super) const MAX_HOSTS: usize = 1 << 16;
 /// Where the next hops towards a host are in every switch's table: the group of the host (the
 /// hosts behind its ToR) and its rank in the group. Looked up by destination node in
 /// [`HostGroups::key`] before every table read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct RouteKey {
     group: u16,
     rank: u16,
@@ -45,8 +45,8 @@ pub(super) struct HostGroups {
 
 impl HostGroups {
     /// Groups the hosts of `topo` by their ToR, in the order of the hosts (host index `i` is
-    /// `topo.hosts[i]`). At most 2^16 hosts (checked at setup, [`MAX_HOSTS`]),
-    /// so that groups and ranks fit 16 bits.
+    /// `topo.hosts[i]`). At most 2^16 hosts (checked at setup, [`MAX_HOSTS`]), so that
+    /// groups and ranks fit 16 bits.
     pub(super) fn new(topo: &Topology) -> HostGroups {
         let mut keys = vec![NOT_A_HOST; topo.nodes()];
         let mut members: Vec<Vec<u32>> = Vec::new();
@@ -166,7 +166,8 @@ impl RoutingTable {
     #[inline]
     fn index(&self, key: RouteKey) -> usize {
         let entry = self.by_group[key.group as usize];
-        let rank_mask = (entry >> 31).wrapping_neg();
+        // All ones with PER_HOST set, else zero.
+        let rank_mask = (entry / PER_HOST).wrapping_neg();
         ((entry & !PER_HOST) + (key.rank as u32 & rank_mask)) as usize
     }
 
