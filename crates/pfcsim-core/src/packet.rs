@@ -95,7 +95,9 @@ pub struct Packet {
     pub dst: u32,
     /// Running hash of the egress ports a data packet took, identifying its path.
     pub path_sig: u32,
-    /// Time this packet has spent in PFC-paused queues so far, in nanoseconds.
+    /// Time this packet has spent in PFC-paused queues so far, in nanoseconds (counted
+    /// modulo 2^32 ns, 4.29 s). While the packet waits in an egress queue it holds that time
+    /// minus the queue's pause clock ([`crate::port::PortState::enqueue`]).
     pub pfc_wait_ns: u32,
     /// What the packet keeps about the place it is in (see [`Place`]).
     place: Place,
@@ -121,7 +123,8 @@ const CE: u8 = 1;
 const CNP: u8 = 2;
 const WRAPPER_LAYER: u8 = 4;
 
-/// No packet (the end of a wire's list of packets, [`Packet::behind_on_wire`]).
+/// No packet (the end of a wire's or a queue's list of packets, [`Packet::behind_on_wire`],
+/// [`Packet::behind_in_queue`]).
 pub(crate) const NO_PACKET: u32 = u32::MAX;
 
 /// Two words whose meaning is given by the place the packet is in. Each meaning is written when
@@ -129,14 +132,15 @@ pub(crate) const NO_PACKET: u32 = u32::MAX;
 ///
 /// - from its arrival at a switch to its departure, word 1 is the port it came in on
 ///   ([`Packet::ingress_port`]);
-/// - while it waits in an egress queue (a switch's or a NIC's), word 0 is the queue's pause
-///   mark ([`Packet::pause_mark`]);
+/// - while it waits in an egress queue (a switch's or a NIC's), word 0 is the packet behind it
+///   in that queue ([`Packet::behind_in_queue`]);
 /// - on a wire, word 0 is the packet behind it on that wire and word 1 how long after it that
 ///   one arrives ([`Packet::behind_on_wire`]).
 ///
-/// Sharing them keeps a packet in one cache line and lets each wire's FIFO run through its
-/// packets (`port::Wire`): an arrival learns which packet arrives next on the wire, and when,
-/// from the line it reads anyway.
+/// Sharing them keeps a packet in one cache line and lets each queue's and each wire's FIFO
+/// run through its packets (`port::PrioQueue`, `port::Wire`): a dequeue learns which packet
+/// is next in the queue, and an arrival which one arrives next on the wire and when, from the
+/// line it reads anyway.
 #[derive(Clone, Copy, Debug, Default)]
 struct Place([u32; 2]);
 
@@ -215,15 +219,14 @@ impl Packet {
         self.place.0[1] = port as u32;
     }
 
-    /// In an egress queue: the reading, in nanoseconds (wrapping), of the queue's PFC pause
-    /// clock when the packet joined it.
+    /// In an egress queue: the packet behind this one ([`NO_PACKET`]: none).
     #[inline]
-    pub(crate) fn pause_mark(&self) -> u32 {
+    pub(crate) fn behind_in_queue(&self) -> u32 {
         self.place.0[0]
     }
     #[inline]
-    pub(crate) fn set_pause_mark(&mut self, mark: u32) {
-        self.place.0[0] = mark;
+    pub(crate) fn set_behind_in_queue(&mut self, behind: u32) {
+        self.place.0[0] = behind;
     }
 
     /// On a wire: the packet behind this one ([`NO_PACKET`]: none) and how many picoseconds

@@ -17,17 +17,53 @@ pub const CONTROL_PRIO: u8 = 0;
 
 /// One priority queue of an egress port, with everything an enqueue or dequeue touches: one
 /// cache line (aligned to one, so that a hop of a packet touches one line of its queue).
-#[derive(Default)]
+///
+/// The packets wait in a FIFO threaded through them, as on a wire: each queued packet names
+/// the one behind it ([`Packet::behind_in_queue`]), and the queue keeps the first and the
+/// last. A dequeue then learns the next packet from the packet it takes out, a line it reads
+/// anyway, and an enqueue writes the last packet, queued a moment before.
 #[repr(C, align(64))]
 pub(crate) struct PrioQueue {
-    pub(crate) packets: VecDeque<PacketId>,
-    pub(crate) bytes: u64,
-    /// Total time this priority has been paused, up to `paused_since` of a current pause.
-    pub(crate) pause_clock: u64,
+    /// The first packet ([`NO_PACKET`]: the queue is empty) and the last.
+    head: u32,
+    tail: u32,
+    /// How many packets wait.
+    pub(crate) len: u32,
     /// `pause_clock` in (wrapping) nanoseconds, as packets carry it: kept so that the
     /// division is done once per pause, not at every enqueue and dequeue.
     pub(crate) pause_clock_ns: u32,
+    pub(crate) bytes: u64,
+    /// Total time this priority has been paused, up to `paused_since` of a current pause.
+    pub(crate) pause_clock: u64,
     pub(crate) paused_since: Time,
+}
+
+impl Default for PrioQueue {
+    fn default() -> PrioQueue {
+        PrioQueue {
+            head: NO_PACKET,
+            tail: NO_PACKET,
+            len: 0,
+            pause_clock_ns: 0,
+            bytes: 0,
+            pause_clock: 0,
+            paused_since: Time::ZERO,
+        }
+    }
+}
+
+impl PrioQueue {
+    /// The packets waiting, first first.
+    pub(crate) fn iter<'a>(&self, arena: &'a PacketArena) -> impl Iterator<Item = PacketId> + 'a {
+        let mut at = self.head;
+        std::iter::from_fn(move || {
+            (at != NO_PACKET).then(|| {
+                let pid = PacketId(at);
+                at = arena.get(pid).behind_in_queue();
+                pid
+            })
+        })
+    }
 }
 
 /// One port's FIFO of packets on the wire, a list threaded through the packets: each packet on
@@ -405,15 +441,28 @@ impl PortState {
         }
     }
 
+    /// Puts packet `pid` last in the queue of priority `prio`. Its PFC wait is charged at
+    /// [`PortState::dequeue`]: the pause clock is taken from it now and added back then, so
+    /// that in between it holds its wait minus the clock's reading (wrapping).
     #[inline(always)]
-    pub(crate) fn enqueue(&mut self, prio: u8, pid: PacketId, pkt: &mut Packet, now: Time) {
+    pub(crate) fn enqueue(&mut self, prio: u8, pid: PacketId, arena: &mut PacketArena, now: Time) {
         self.integrate_queue(now);
-        pkt.set_pause_mark(self.pause_clock_ns(prio, now));
+        let clock_ns = self.pause_clock_ns(prio, now);
+        let pkt = arena.get_mut(pid);
+        pkt.pfc_wait_ns = pkt.pfc_wait_ns.wrapping_sub(clock_ns);
+        pkt.set_behind_in_queue(NO_PACKET);
+        let wire_bytes = pkt.wire_bytes as u64;
         let q = &mut self.prio[prio as usize];
-        q.packets.push_back(pid);
-        q.bytes += pkt.wire_bytes as u64;
+        if q.tail == NO_PACKET {
+            q.head = pid.0;
+        } else {
+            arena.get_mut(PacketId(q.tail)).set_behind_in_queue(pid.0);
+        }
+        q.tail = pid.0;
+        q.len += 1;
+        q.bytes += wire_bytes;
         self.nonempty |= 1 << prio;
-        self.total_queue_bytes += pkt.wire_bytes as u64;
+        self.total_queue_bytes += wire_bytes;
         self.peak_queue_bytes = self.peak_queue_bytes.max(self.total_queue_bytes);
     }
 
@@ -431,9 +480,9 @@ impl PortState {
     /// [`PortState::enqueue`] then [`PortState::dequeue`] of `pkt` at `now`, on a port that
     /// [`PortState::takes_at_once`]: the same state of the queues after both (the time of
     /// their last change, their peak; the packet waited for no pause), without going through
-    /// the queue. The packet's pause mark is left as it was: only a dequeue reads it, after
-    /// the enqueue that sets it, so the mark the pair would leave is never read (and the
-    /// queue's line, where the pause clock is, need not be).
+    /// the queue. The packet is left as it was: the pair would take the pause clock from its
+    /// wait and add the same reading back (so the queue's line, where the clock is, need not
+    /// be read), and the place words the queue would write are read only while it is queued.
     #[inline(always)]
     pub(crate) fn pass_through(&mut self, pkt: &Packet, now: Time) {
         // The integral gains nothing: the queues hold no bytes before, nor after.
@@ -445,26 +494,25 @@ impl PortState {
     #[inline(always)]
     pub(crate) fn dequeue(&mut self, prio: u8, arena: &mut PacketArena, now: Time) -> PacketId {
         self.integrate_queue(now);
+        let clock_ns = self.pause_clock_ns(prio, now);
         let q = &mut self.prio[prio as usize];
-        let pid = q
-            .packets
-            .pop_front()
-            .expect("dequeue from a non-empty queue");
-        // The next packet of the queue leaves a serialization time from now at the earliest:
-        // its line is asked for now.
-        if let Some(&next) = q.packets.front() {
-            crate::engine::prefetch(arena.get(next));
-        }
+        debug_assert!(q.head != NO_PACKET, "dequeue from a non-empty queue");
+        let pid = PacketId(q.head);
         let pkt = arena.get_mut(pid);
+        let next = pkt.behind_in_queue();
+        q.head = next;
+        q.len -= 1;
         q.bytes -= pkt.wire_bytes as u64;
-        if q.packets.is_empty() {
-            self.nonempty &= !(1 << prio);
-        }
         self.total_queue_bytes -= pkt.wire_bytes as u64;
-        let waited = self
-            .pause_clock_ns(prio, now)
-            .wrapping_sub(pkt.pause_mark());
-        pkt.pfc_wait_ns = pkt.pfc_wait_ns.saturating_add(waited);
+        pkt.pfc_wait_ns = pkt.pfc_wait_ns.wrapping_add(clock_ns);
+        if next == NO_PACKET {
+            q.tail = NO_PACKET;
+            self.nonempty &= !(1 << prio);
+        } else {
+            // The next packet of the queue leaves a serialization time from now at the
+            // earliest: its line is asked for now.
+            crate::engine::prefetch(arena.get(PacketId(next)));
+        }
         pid
     }
 }
@@ -498,7 +546,7 @@ mod tests {
             // not zero), and priority `prio` paused for a while before (its clock neither).
             for port in &mut ports {
                 let early = packet(&mut arena, 3_000);
-                port.enqueue(prio, early, arena.get_mut(early), Time(1_000_000));
+                port.enqueue(prio, early, &mut arena, Time(1_000_000));
                 port.dequeue(prio, &mut arena, Time(6_000_000));
                 port.prio[prio as usize].pause_clock = 7_654_321;
                 port.prio[prio as usize].pause_clock_ns = 7_654;
@@ -510,7 +558,7 @@ mod tests {
             };
             assert!(a.takes_at_once(prio, now));
             a.pass_through(arena.get(direct), now);
-            b.enqueue(prio, queued, arena.get_mut(queued), now);
+            b.enqueue(prio, queued, &mut arena, now);
             assert_eq!(b.dequeue(prio, &mut arena, now), queued);
             assert_eq!(a.queue_changed, b.queue_changed);
             assert_eq!(a.queue_integral, b.queue_integral);
@@ -518,14 +566,13 @@ mod tests {
             assert_eq!(a.total_queue_bytes, b.total_queue_bytes);
             assert_eq!(a.nonempty, b.nonempty);
             assert_eq!(arena.get(direct).pfc_wait_ns, arena.get(queued).pfc_wait_ns);
-            // The pause marks differ (the pair set one), but no later hop can tell: the next
-            // egress sets its own before it reads one. Both wait there 2 us paused (each at an
-            // egress of its own, the same from the same time on).
+            // Both wait 2 us paused at the next egress (each at an egress of its own, the same
+            // from the same time on) and carry the same wait out of it.
             let later = Time(10_000_000);
             for pid in [direct, queued] {
                 let mut next = PortState::test_ports(1, 100_000_000_000, Time(1_000_000));
                 let next = &mut next[0];
-                next.enqueue(prio, pid, arena.get_mut(pid), later);
+                next.enqueue(prio, pid, &mut arena, later);
                 next.paused |= 1 << prio;
                 next.prio[prio as usize].paused_since = later;
                 let resumed = later + Time(2_000_000);
@@ -538,6 +585,82 @@ mod tests {
             assert_eq!(arena.get(direct).pfc_wait_ns, 2_000);
             assert_eq!(arena.get(queued).pfc_wait_ns, 2_000);
         }
+    }
+
+    /// Priority queues (lists threaded through the packets) against `VecDeque`s of (packet,
+    /// enqueue time), through random enqueues, dequeues, pauses and resumes of three
+    /// priorities of one port: packets leave in order, the counts and bytes agree, and each
+    /// packet's PFC wait grows by the time its priority was paused while it waited (pauses
+    /// kept as intervals by the model, to the nanosecond the clock counts in), on top of
+    /// the wait it came with.
+    #[test]
+    fn queues_keep_their_packets_in_order_and_charge_each_its_pauses() {
+        use crate::packet::PacketId;
+        use rand::{Rng, SeedableRng};
+        use std::collections::VecDeque;
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut port = PortState::test_ports(1, 100_000_000_000, Time(1_000_000)).remove(0);
+        let mut arena = PacketArena::default();
+        let prios = [CONTROL_PRIO, 3, 5];
+        let mut models: [VecDeque<(PacketId, Time, u32)>; 3] = Default::default();
+        // Each priority's pauses so far: (start, end), the last open while paused.
+        let mut pauses: [Vec<(Time, Time)>; 3] = Default::default();
+        let paused_within = |pauses: &[(Time, Time)], from: Time, to: Time| -> u64 {
+            (pauses.iter())
+                .map(|&(a, b)| b.min(to).ps().saturating_sub(a.max(from).ps()))
+                .sum()
+        };
+        let (mut now, mut charged) = (Time(5_000_000), 0);
+        for step in 0..30_000u32 {
+            now += Time(rng.gen_range(0..3_000_000));
+            let i = rng.gen_range(0..3);
+            let prio = prios[i];
+            let roll: f64 = rng.gen();
+            if roll < 0.02 && prio != CONTROL_PRIO {
+                if port.is_paused(prio) {
+                    // RESUME, as the simulation takes it.
+                    let q = &mut port.prio[prio as usize];
+                    q.pause_clock += (now - q.paused_since).ps();
+                    q.pause_clock_ns = (q.pause_clock / 1_000) as u32;
+                    port.paused &= !(1 << prio);
+                    pauses[i].last_mut().unwrap().1 = now;
+                } else {
+                    port.prio[prio as usize].paused_since = now;
+                    port.paused |= 1 << prio;
+                    pauses[i].push((now, Time::MAX));
+                }
+            } else if roll < if step < 15_000 { 0.6 } else { 0.45 } {
+                let mut p = Packet::new(PacketKind::Data);
+                p.wire_bytes = rng.gen_range(64..9_000);
+                p.pfc_wait_ns = rng.gen_range(0..1_000_000);
+                let came_with = p.pfc_wait_ns;
+                let pid = arena.alloc(p);
+                port.enqueue(prio, pid, &mut arena, now);
+                models[i].push_back((pid, now, came_with));
+            } else if let Some((pid, since, came_with)) = models[i].pop_front() {
+                assert_eq!(port.dequeue(prio, &mut arena, now), pid);
+                let waited_ps = paused_within(&pauses[i], since, now);
+                let waited_ns = (arena.get(pid).pfc_wait_ns - came_with) as u64;
+                // The clock counts whole nanoseconds: a wait read off it is at most one off.
+                assert!(
+                    waited_ns * 1_000 <= waited_ps + 1_000 && waited_ps < (waited_ns + 1) * 1_000,
+                    "priority {prio}: waited {waited_ps} ps, charged {waited_ns} ns"
+                );
+                charged += (waited_ps > 0) as u32;
+                arena.free(pid);
+            }
+            for (i, &prio) in prios.iter().enumerate() {
+                let q = &port.prio[prio as usize];
+                let listed: Vec<PacketId> = q.iter(&arena).collect();
+                let model: Vec<PacketId> = models[i].iter().map(|m| m.0).collect();
+                assert_eq!(listed, model);
+                assert_eq!(q.len as usize, model.len());
+                let bytes: u64 = model.iter().map(|&p| arena.get(p).wire_bytes as u64).sum();
+                assert_eq!(q.bytes, bytes);
+                assert_eq!(port.nonempty & (1 << prio) != 0, !model.is_empty());
+            }
+        }
+        assert!(charged > 1_000, "{charged} packets waited paused");
     }
 
     #[test]

@@ -176,9 +176,8 @@ impl Simulation {
         }
         held.count(out, slot, now, -1);
         while let Some(pid) = held.queues[q].pop_front() {
-            let pkt = self.arena.get_mut(pid);
-            let prio = pkt.priority;
-            self.ports[out as usize].enqueue(prio, pid, pkt, now);
+            let prio = self.arena.get(pid).priority;
+            self.ports[out as usize].enqueue(prio, pid, &mut self.arena, now);
         }
         self.try_send(out);
     }
@@ -236,7 +235,7 @@ impl Simulation {
         let now = self.now;
         let port = &mut self.ports[out as usize];
         port.rec.lb_messages_sent += 1;
-        port.enqueue(message.priority, pid, self.arena.get_mut(pid), now);
+        port.enqueue(message.priority, pid, &mut self.arena, now);
         self.try_send(out);
     }
 

@@ -814,8 +814,7 @@ impl Simulation {
         let p = self.hosts[h as usize].port;
         let pid = self.arena.alloc(pkt);
         let now = self.now;
-        let pkt = self.arena.get_mut(pid);
-        self.ports[p as usize].enqueue(prio, pid, pkt, now);
+        self.ports[p as usize].enqueue(prio, pid, &mut self.arena, now);
         self.try_send(p);
     }
 

@@ -275,7 +275,7 @@ impl Simulation {
         let mut waits: HashMap<(usize, usize), u64> = HashMap::new();
         for (f, m) in set.iter().enumerate() {
             let first = self.switches[m.owner as usize].ports.start;
-            for &pid in &self.ports[m.port as usize].prio[m.prio as usize].packets {
+            for pid in self.ports[m.port as usize].prio[m.prio as usize].iter(&self.arena) {
                 let pkt = self.arena.get(pid);
                 let ingress = first + pkt.ingress_port() as u32;
                 if let Some(&e) = by_ingress.get(&(ingress, m.prio)) {

@@ -597,7 +597,7 @@ impl Simulation {
             if let Some(limit) = sw.egress_limit {
                 let queue = &self.ports[out as usize].prio[prio as usize];
                 let full = match limit {
-                    EgressLimit::Packets(n) => queue.packets.len() >= n as usize,
+                    EgressLimit::Packets(n) => queue.len >= n,
                     EgressLimit::Bytes(b) => queue.bytes + wire > b.0,
                 };
                 if full {
@@ -647,7 +647,7 @@ impl Simulation {
             }
             return self.switch_depart(s, out, pid, prio, 0);
         }
-        port.enqueue(prio, pid, self.arena.get_mut(pid), now);
+        port.enqueue(prio, pid, &mut self.arena, now);
         if pause {
             self.send_pfc(in_port, prio, PacketKind::Pause);
         }
@@ -824,8 +824,7 @@ impl Simulation {
         let pid = self.arena.alloc(pkt);
         self.ports[p as usize].rec.lb_messages_sent += 1;
         let now = self.now;
-        let pkt = self.arena.get_mut(pid);
-        self.ports[p as usize].enqueue(CONTROL_PRIO, pid, pkt, now);
+        self.ports[p as usize].enqueue(CONTROL_PRIO, pid, &mut self.arena, now);
         self.try_send(p);
     }
 

@@ -249,7 +249,7 @@ fn rlb_star_detects_a_black_holed_spine_and_stops_sending_to_it() {
             }
             if !rlb.alerts.is_empty() {
                 let port = &sim.ports[to_spine11];
-                let waiting: usize = port.prio.iter().map(|q| q.packets.len()).sum();
+                let waiting: usize = port.prio.iter().map(|q| q.len as usize).sum();
                 at_alert = Some((t.ps(), port.tx_packets + waiting as u64));
             }
         }
