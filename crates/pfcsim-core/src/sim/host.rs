@@ -810,11 +810,20 @@ impl Simulation {
     }
 
     /// Queues `pkt`, made by host `h`, in priority `prio` of its NIC and lets the NIC send.
+    /// A NIC that would take it out of the queue at once (idle, nothing queued, `prio` not
+    /// paused: `host_send` then sends the one queued packet first, whatever its priority)
+    /// sends it without the round trip through the queue, as a switch egress does
+    /// (`PortState::pass_through`): most ACKs leave an idle receiver's NIC so.
     pub(super) fn host_enqueue(&mut self, h: u32, prio: u8, pkt: Packet) {
         let p = self.hosts[h as usize].port;
         let pid = self.arena.alloc(pkt);
         let now = self.now;
-        self.ports[p as usize].enqueue(prio, pid, &mut self.arena, now);
+        let port = &mut self.ports[p as usize];
+        if port.takes_at_once(prio, now) {
+            port.pass_through(self.arena.get(pid), now);
+            return self.start_tx(p, pid);
+        }
+        port.enqueue(prio, pid, &mut self.arena, now);
         self.try_send(p);
     }
 
