@@ -15,8 +15,9 @@ pub const N_PRIO: usize = 8;
 /// The priority of the strict-priority control queue.
 pub const CONTROL_PRIO: u8 = 0;
 
-/// One priority queue of an egress port, with everything an enqueue or dequeue touches: one
-/// cache line (aligned to one, so that a hop of a packet touches one line of its queue).
+/// One priority queue of an egress port, with everything of the queue an enqueue or dequeue
+/// touches: one cache line (aligned to one, so that a hop of a packet touches one line of its
+/// queue, besides the packets themselves).
 ///
 /// The packets wait in a FIFO threaded through them, as on a wire: each queued packet names
 /// the one behind it ([`Packet::behind_in_queue`]), and the queue keeps the first and the
@@ -200,7 +201,8 @@ impl Wire {
 ///
 /// The fields a packet's hop touches come first: a packet arriving over the wire, or passing
 /// through an idle egress, reads only the first two cache lines; one that is queued also the
-/// third (the queue integral, the PFC frames, ECN above `ecn_kmin`) and its queue's line; the
+/// third (the queue integral, the PFC frames, ECN above `ecn_kmin`) and its queue's line (and
+/// the packet queued before it, which it is linked behind: [`PrioQueue`]); the
 /// rarer fields (the rate, pauses) are in the fourth, then one line per priority queue. The
 /// port is aligned to a cache line, so each of these is one line of memory (checked by a
 /// test). A hop then touches few lines of its port: in a large fabric, whose thousands of

@@ -809,8 +809,8 @@ impl Simulation {
         }
     }
 
-    /// Queues `pkt`, made by host `h`, in priority `prio` of its NIC and lets the NIC send.
-    /// A NIC that would take it out of the queue at once (idle, nothing queued, `prio` not
+    /// Hands `pkt`, made by host `h`, to priority `prio` of its NIC: queues it and lets the
+    /// NIC send. A NIC that would take it out of the queue at once (idle, nothing queued, `prio` not
     /// paused: `host_send` then sends the one queued packet first, whatever its priority)
     /// sends it without the round trip through the queue, as a switch egress does
     /// (`PortState::pass_through`): most ACKs leave an idle receiver's NIC so.

@@ -295,7 +295,8 @@ impl Simulation {
         may
     }
 
-    /// Queues a probe from host `h` in its NIC's data-priority queue.
+    /// Sends a probe from host `h` through its NIC's data-priority queue (at once if the
+    /// NIC takes it so, `host_enqueue`).
     fn send_probe(&mut self, h: u32, to_host: u32, path_tag: u32, priority: u8, meta: u32) {
         let mut pkt = Packet::new(PacketKind::Probe);
         pkt.src = self.hosts[h as usize].node;
