@@ -141,7 +141,7 @@ impl IngressMmu {
 
     /// A packet of `size` bytes arrives on ingress `port` at priority `prio`: drop it, or
     /// charge it and say whether the switch must now send PAUSE(prio) out of `port`.
-    #[inline]
+    #[inline(always)]
     pub fn arrive(&mut self, port: usize, prio: u8, size: u64) -> Admission {
         let threshold = self.threshold();
         let i = self.idx(port, prio);
