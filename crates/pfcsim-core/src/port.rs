@@ -56,15 +56,25 @@ impl Default for PrioQueue {
 impl PrioQueue {
     /// The packets waiting, first first.
     pub(crate) fn iter<'a>(&self, arena: &'a PacketArena) -> impl Iterator<Item = PacketId> + 'a {
-        let mut at = self.head;
-        std::iter::from_fn(move || {
-            (at != NO_PACKET).then(|| {
-                let pid = PacketId(at);
-                at = arena.get(pid).behind_in_queue();
-                pid
-            })
-        })
+        linked(arena, self.head, Packet::behind_in_queue)
     }
+}
+
+/// The packets of a list threaded through them (a queue's or a wire's), from `head` on, each
+/// naming the next by `behind`.
+fn linked(
+    arena: &PacketArena,
+    head: u32,
+    behind: fn(&Packet) -> u32,
+) -> impl Iterator<Item = PacketId> + '_ {
+    let mut at = head;
+    std::iter::from_fn(move || {
+        (at != NO_PACKET).then(|| {
+            let pid = PacketId(at);
+            at = behind(arena.get(pid));
+            pid
+        })
+    })
 }
 
 /// One port's FIFO of packets on the wire, a list threaded through the packets: each packet on
@@ -186,14 +196,7 @@ impl Wire {
 
     /// The packets on the wire, first first.
     pub(crate) fn iter<'a>(&self, arena: &'a PacketArena) -> impl Iterator<Item = PacketId> + 'a {
-        let mut at = self.head;
-        std::iter::from_fn(move || {
-            (at != NO_PACKET).then(|| {
-                let pid = PacketId(at);
-                at = arena.get(pid).behind_on_wire().0;
-                pid
-            })
-        })
+        linked(arena, self.head, |pkt| pkt.behind_on_wire().0)
     }
 }
 

@@ -810,9 +810,9 @@ impl Simulation {
     }
 
     /// Hands `pkt`, made by host `h`, to priority `prio` of its NIC: queues it and lets the
-    /// NIC send. A NIC that would take it out of the queue at once (idle, nothing queued, `prio` not
-    /// paused: `host_send` then sends the one queued packet first, whatever its priority)
-    /// sends it without the round trip through the queue, as a switch egress does
+    /// NIC send. A NIC that would take it out of the queue at once (idle, nothing queued,
+    /// `prio` not paused: `host_send` then sends the one queued packet first, whatever its
+    /// priority) sends it without the round trip through the queue, as a switch egress does
     /// (`PortState::pass_through`): most ACKs leave an idle receiver's NIC so.
     pub(super) fn host_enqueue(&mut self, h: u32, prio: u8, pkt: Packet) {
         let p = self.hosts[h as usize].port;
