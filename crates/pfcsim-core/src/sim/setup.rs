@@ -154,37 +154,38 @@ impl Simulation {
         );
         // The longest base RTT of a RoCE flow, with the flow: the NIC's timeout must exceed it.
         let mut longest_rtt: Option<(Time, usize, u32, u32)> = None;
-        let flows: Vec<FlowState> = flows
-            .into_iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let dist = &to_host[host_index[f.dst as usize] as usize];
-                let path = representative_path(topo, &adj, dist, f.src, f.dst);
-                let transport = cfg.transport_of(f.generator);
-                let wire = match transport {
-                    TransportKind::Roce => &roce_wire,
-                    TransportKind::Tcp => &tcp_wire,
-                };
-                let ideal = ideal_fct(f.size, &path, wire);
-                if ideal == Time::MAX {
-                    return Err(SetupError::FlowBeyondClock {
-                        generator: f.generator,
-                        index: i,
-                        size: f.size,
-                        src: f.src,
-                        dst: f.dst,
-                    });
+        // Built at its final size: grown by doubling (as collecting the `Result`s did, which
+        // knows no length in advance), the table was copied at each step into fresh memory, and
+        // on R1 (97,737 flows of 448 bytes) those copies and the zeroing of their pages took
+        // about 4% of the run's CPU time (`benches/README.md`, "Tenth round").
+        let mut flow_states = Vec::with_capacity(flows.len());
+        for (i, f) in flows.into_iter().enumerate() {
+            let dist = &to_host[host_index[f.dst as usize] as usize];
+            let path = representative_path(topo, &adj, dist, f.src, f.dst);
+            let transport = cfg.transport_of(f.generator);
+            let wire = match transport {
+                TransportKind::Roce => &roce_wire,
+                TransportKind::Tcp => &tcp_wire,
+            };
+            let ideal = ideal_fct(f.size, &path, wire);
+            if ideal == Time::MAX {
+                return Err(SetupError::FlowBeyondClock {
+                    generator: f.generator,
+                    index: i,
+                    size: f.size,
+                    src: f.src,
+                    dst: f.dst,
+                });
+            }
+            if transport == TransportKind::Roce && cfg.nic.rto != Time::ZERO {
+                let rtt = ideal_fct(wire.payload.0, &path, wire);
+                if !matches!(longest_rtt, Some((longest, ..)) if longest >= rtt) {
+                    longest_rtt = Some((rtt, i, f.src, f.dst));
                 }
-                if transport == TransportKind::Roce && cfg.nic.rto != Time::ZERO {
-                    let rtt = ideal_fct(wire.payload.0, &path, wire);
-                    if !matches!(longest_rtt, Some((longest, ..)) if longest >= rtt) {
-                        longest_rtt = Some((rtt, i, f.src, f.dst));
-                    }
-                }
-                let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate();
-                Ok(FlowState::new(i as u32, f, ideal, line, &cfg.cc))
-            })
-            .collect::<Result<_, SetupError>>()?;
+            }
+            let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate();
+            flow_states.push(FlowState::new(i as u32, f, ideal, line, &cfg.cc));
+        }
         if let Some((rtt, index, src, dst)) = longest_rtt {
             if cfg.nic.rto <= rtt {
                 return Err(SetupError::RtoBelowRtt {
@@ -210,7 +211,7 @@ impl Simulation {
             host_groups,
             switches,
             hosts,
-            flows,
+            flows: flow_states,
             next_flow: 0,
             flows_finished: 0,
             flows_done_stop: false,
