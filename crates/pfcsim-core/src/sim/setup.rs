@@ -155,9 +155,10 @@ impl Simulation {
         // The longest base RTT of a RoCE flow, with the flow: the NIC's timeout must exceed it.
         let mut longest_rtt: Option<(Time, usize, u32, u32)> = None;
         // Built at its final size: grown by doubling (as collecting the `Result`s did, which
-        // knows no length in advance), the table was copied at each step into fresh memory, and
+        // knows no length in advance), the table was copied at each step into fresh memory;
         // on R1 (97,737 flows of 448 bytes) those copies and the zeroing of their pages took
-        // about 4% of the run's CPU time (`benches/README.md`, "Tenth round").
+        // 4.7% of a run's CPU samples when memory was cold, and raised its peak RSS by 11%
+        // (`benches/README.md`, "Cost at scale, tenth round").
         let mut flow_states = Vec::with_capacity(flows.len());
         for (i, f) in flows.into_iter().enumerate() {
             let dist = &to_host[host_index[f.dst as usize] as usize];

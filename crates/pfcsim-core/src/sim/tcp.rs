@@ -152,7 +152,7 @@ impl Tcp {
     pub(super) fn new(cfg: &FabricConfig, flows: &[FlowState]) -> Option<Tcp> {
         let uses_tcp = |f: &FlowState| cfg.transport_of(f.spec.generator) == TransportKind::Tcp;
         // Looked for first: a run without TCP (most) builds no table (on R1 its 97,737 empty
-        // entries cost about 0.7% of the run's CPU time, most of it zeroing fresh pages).
+        // entries took 0.7% of a run's CPU samples when memory was cold, zeroing fresh pages).
         if !flows.iter().any(uses_tcp) {
             return None;
         }
