@@ -154,10 +154,10 @@ impl Simulation {
         );
         // The longest base RTT of a RoCE flow, with the flow: the NIC's timeout must exceed it.
         let mut longest_rtt: Option<(Time, usize, u32, u32)> = None;
-        // Built at its final size: grown by doubling (as collecting the `Result`s did, which
-        // knows no length in advance), the table was copied at each step into fresh memory;
-        // on R1 (97,737 flows of 448 bytes) those copies and the zeroing of their pages took
-        // 4.7% of a run's CPU samples when memory was cold, and raised its peak RSS by 11%
+        // Allocated at its final size. Collecting the `Result`s (no length known in advance)
+        // grew it by doubling, copying it into fresh memory at each step: on R1 (97,737 flows
+        // of 448 bytes), with memory cold, `Simulation::new` took 4.7% of a run's CPU samples,
+        // most of it zeroing the pages of those copies, and they added 12 MB to the peak RSS
         // (`benches/README.md`, "Cost at scale, tenth round").
         let mut flow_states = Vec::with_capacity(flows.len());
         for (i, f) in flows.into_iter().enumerate() {
