@@ -12,7 +12,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// even in a large fabric (a 1,024-host leaf-spine at R1's load runs about 17 events per
 /// nanosecond, R1's 128 hosts about 2): a slot's events are sorted when the queue reaches it,
 /// and few per slot keeps that cheap (slots of 1,024 ps ran 4.4% slower at 1,024 hosts and
-/// 2.8% on R1, `benches/README.md`).
+/// 2.8% on R1, `benches/HISTORY.md`, "Cost at scale, second round").
 const SLOT_BITS: u32 = 7;
 /// Slots in the wheel: it covers 2^15 x 128 ps (about 4.2 us) from the current slot on, past
 /// a link's propagation delay and a packet's serialization (the events of a packet's hops).
@@ -133,7 +133,7 @@ impl<E: Copy> EventQueue<E> {
     /// Always inlined: called out of line, the event (16 bytes) went through memory, written
     /// by the caller field by field and read back whole, and in a loaded fabric that read
     /// waited on the caller's earlier stores to lines that had left the cache (58% of the
-    /// call's samples were on the store just after that read: `benches/README.md`, "Cost at
+    /// call's samples were on the store just after that read: `benches/HISTORY.md`, "Cost at
     /// scale, fourth round").
     #[inline(always)]
     pub fn schedule(&mut self, time: Time, event: E) {

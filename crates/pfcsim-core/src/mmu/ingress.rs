@@ -30,8 +30,9 @@ pub fn auto_headroom(rate: Rate, delay: Time, mtu_wire: u64) -> u64 {
 /// `bytes x alpha`, rounded down: `(bytes as f64 * alpha) as u64`, computed through the
 /// signed conversions, which x86-64 does in fewer instructions (`i64` to `f64` in one, `u64`
 /// to `f64` in about ten; this runs two or three times per packet a switch admits, and R1 ran
-/// 0.5% fewer instructions, `benches/README.md`). The same value for every `bytes` below 2^63
-/// (`bytes` is at most the buffer, at most [`MAX_BUFFER`]: `switch.buffer` is checked) and
+/// 0.5% fewer instructions, `benches/HISTORY.md`, "Cost at scale, fifth round"). The same
+/// value for every `bytes` below 2^63 (`bytes` is at most the buffer, at most [`MAX_BUFFER`]:
+/// `switch.buffer` is checked) and
 /// every `alpha`: the two conversions to `f64` round alike below 2^63, and so do the two back
 /// for a product below 2^63; a larger product (a huge `alpha`) takes the unsigned conversion.
 #[inline]

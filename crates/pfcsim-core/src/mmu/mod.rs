@@ -98,7 +98,7 @@ impl Mmu {
     /// PAUSE(prio) out of `port`. The default model is tested first and the others are
     /// dispatched out of line (`#[cold]`), so that the data path pays one compare and branch
     /// for the choice (a full `match` here cost 1.6% of R1's instructions, this 1.1%:
-    /// `benches/README.md`).
+    /// `benches/HISTORY.md`, "PFC models").
     #[inline(always)]
     pub fn arrive(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Admission {
         if let Mmu::Ingress(m) = self {

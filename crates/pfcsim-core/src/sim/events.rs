@@ -389,7 +389,7 @@ impl Simulation {
 
     /// Runs one event. Always inlined into the loop of `run`, its only caller outside tests:
     /// out of line, its call, prologue and epilogue cost about 15 instructions per event
-    /// (`benches/README.md`, "The scheme interface").
+    /// (`benches/HISTORY.md`, "The scheme interface").
     #[inline(always)]
     fn handle(&mut self, ev: Event) {
         match ev {

@@ -158,7 +158,7 @@ impl Simulation {
         // grew it by doubling, copying it into fresh memory at each step: on R1 (97,737 flows
         // of 448 bytes), with memory cold, `Simulation::new` took 4.7% of a run's CPU samples,
         // most of it zeroing the pages of those copies, and they added 12 MB to the peak RSS
-        // (`benches/README.md`, "Cost at scale, tenth round").
+        // (`benches/HISTORY.md`, "Cost at scale, tenth round").
         let mut flow_states = Vec::with_capacity(flows.len());
         for (i, f) in flows.into_iter().enumerate() {
             let dist = &to_host[host_index[f.dst as usize] as usize];
