@@ -209,3 +209,10 @@ def test_git_runs_the_hook(tmp_path: Path) -> None:
     git(repo, "add", ".")
     docs = git(repo, "commit", "-q", "-m", "docs: notes, no Rust code", env=identity)
     assert docs.returncode == 0, docs.stderr
+
+
+def test_the_contributing_example_passes() -> None:
+    contributing = (HOOK.parents[2] / "CONTRIBUTING.md").read_text()
+    example = contributing.split("## Commit messages", 1)[1].split("```\n")[1]
+    assert example.startswith("mmu: ")
+    assert hook.check(example, RUST) == ([], [])
