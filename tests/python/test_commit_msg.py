@@ -105,11 +105,11 @@ def test_several_rules_at_once() -> None:
     ("paths", "needed"),
     [
         (RUST, True),
-        (["crates/pfcsim-cli/src/main.rs", "docs/spec.md"], True),
+        (["crates/pfcsim-cli/src/main.rs", "README.md"], True),
         (["crates/pfcsim-core/src/lb/rlb/tests.rs"], False),
         (["crates/pfcsim-core/src/sim/tcp_tests.rs"], False),
         (["crates/pfcsim-core/tests/integration/golden.rs"], False),
-        (["crates/pfcsim-core/Cargo.toml", "python/pfcsim/api.py", "docs/fabric.md"], False),
+        (["crates/pfcsim-core/Cargo.toml", "python/pfcsim/api.py", "README.md"], False),
     ],
 )
 def test_fingerprints_needed_for_run_code(paths: list[str], needed: bool) -> None:
