@@ -9,7 +9,7 @@ use super::{
     faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, Guards, SetupError, Simulation,
     StopRule,
 };
-use crate::engine::{rng_stream, EventQueue, Fingerprint, Rng, StreamKind};
+use crate::engine::{EventQueue, Fingerprint};
 use crate::metrics::{FlowRecord, OodHistogram, PortRecord};
 use crate::mmu::{auto_headroom, EgressMmu, Mmu, Ns3RdmaMmu, Ns3RdmaParams, Threshold};
 use crate::packet::PacketArena;
@@ -358,17 +358,6 @@ fn representative_path(
         at = next;
     }
     path
-}
-
-/// The RNG stream of a switch's load balancer.
-pub(super) fn switch_rng(seed: u64, node: u32) -> Rng {
-    rng_stream(seed, StreamKind::Switch, node as u64)
-}
-
-/// The RNG stream of a switch's ECN marking, separate from the load balancer's so that two
-/// schemes compared on the same seed see the same marking draws (common random numbers).
-pub(super) fn ecn_rng(seed: u64, node: u32) -> Rng {
-    rng_stream(seed, StreamKind::Ecn, node as u64)
 }
 
 /// The MMU of a switch with these ports, in the spec's PFC model.

@@ -11,9 +11,9 @@
 //! besides the shared buffer's admission.
 
 use super::routes::{HostGroups, RoutingTable};
-use super::setup::{build_mmu, ecn_rng, switch_rng};
+use super::setup::build_mmu;
 use super::{FabricConfig, SetupError, Simulation};
-use crate::engine::{mix64, Rng};
+use crate::engine::{mix64, rng_stream, Rng, StreamKind};
 use crate::lb::{
     flow_hash, pick_index, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
     SwitchScheme, NO_TOR,
@@ -352,6 +352,17 @@ impl Switch {
             egress_limit: cfg.switch.egress_limit,
         })
     }
+}
+
+/// The RNG stream of a switch's load balancer.
+fn switch_rng(seed: u64, node: u32) -> Rng {
+    rng_stream(seed, StreamKind::Switch, node as u64)
+}
+
+/// The RNG stream of a switch's ECN marking, separate from the load balancer's so that two
+/// schemes compared on the same seed see the same marking draws (common random numbers).
+fn ecn_rng(seed: u64, node: u32) -> Rng {
+    rng_stream(seed, StreamKind::Ecn, node as u64)
 }
 
 /// What the scheme of switch `node` is told about the fabric: always the node count; the
