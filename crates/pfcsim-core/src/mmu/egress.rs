@@ -21,8 +21,28 @@
 //!   overflow; there is no per-ingress headroom: the buffer must hold what arrives after the
 //!   PAUSE (up to one round trip of each paused link).
 
-use super::{Admission, Frame, Xon};
+use super::{Admission, Frame, Model, PfcConfig, Xon};
 use crate::port::N_PRIO;
+use crate::units::{Bytes, Rate, Time};
+use serde::{Deserialize, Serialize};
+
+/// Parameters of the egress-triggered PFC model (`[switch.pfc.egress]`, required with it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct EgressPfcConfig {
+    /// An egress queue (port, priority) of at least this many bytes pauses each ingress that
+    /// sends it a packet.
+    pub xoff: Bytes,
+    /// It releases them once it is at most `xoff - resume_offset` long (default 3 KB).
+    #[serde(default = "default_egress_resume_offset")]
+    pub resume_offset: Bytes,
+}
+
+crate::tagged::table!(EgressPfcConfig);
+
+fn default_egress_resume_offset() -> Bytes {
+    Bytes(3_000)
+}
 
 /// One egress queue (local egress port, priority).
 #[derive(Clone, Copy, Debug, Default)]
@@ -85,9 +105,35 @@ impl EgressMmu {
     fn pair(&self, out: usize, prio: u8, port: usize) -> usize {
         Self::idx(out, prio) * self.ports + port
     }
+}
+
+impl Model for EgressMmu {
+    /// The table given, its `xoff` above 0 and at most the buffer, and `resume_offset` at
+    /// most `xoff`.
+    fn validate(pfc: &PfcConfig, buffer: Bytes) -> Result<(), String> {
+        let Some(c) = &pfc.egress else {
+            return Err("switch.pfc.model: \"egress\" needs switch.pfc.egress.xoff, the egress queue length that pauses the ingresses feeding it (e.g. [switch.pfc.egress] xoff = \"200KB\")".into());
+        };
+        if c.xoff.0 == 0 {
+            return Err("switch.pfc.egress.xoff: must be above 0 (e.g. \"200KB\")".into());
+        }
+        if c.xoff > buffer {
+            return Err(format!("switch.pfc.egress.xoff ({}) is above switch.buffer ({buffer}): no egress queue can reach it, so PFC would never pause; give at most the buffer (e.g. \"200KB\")", c.xoff));
+        }
+        if c.resume_offset > c.xoff {
+            return Err(format!("switch.pfc.egress.resume_offset ({}) is above switch.pfc.egress.xoff ({}); RESUME comes at xoff - resume_offset, so it must be at most xoff", c.resume_offset, c.xoff));
+        }
+        Ok(())
+    }
+
+    /// The table's thresholds; the links do not matter.
+    fn build(pfc: &PfcConfig, buffer: Bytes, links: &[(Rate, Time)], _mtu_wire: u64) -> Self {
+        let c = (pfc.egress.as_ref()).expect("validated: the egress model has its table");
+        EgressMmu::new(buffer.0, c.xoff.0, c.resume_offset.0, links.len())
+    }
 
     #[inline(never)]
-    pub fn arrive(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Admission {
+    fn arrive(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Admission {
         if self.total + size > self.buffer {
             return Admission::Drop;
         }
@@ -111,7 +157,7 @@ impl EgressMmu {
     }
 
     #[inline(never)]
-    pub fn release(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Xon {
+    fn release(&mut self, port: usize, out: usize, prio: u8, size: u64) -> Xon {
         self.total -= size;
         self.ingress[Self::idx(port, prio)].bytes -= size;
         let e = Self::idx(out, prio);
@@ -144,24 +190,51 @@ impl EgressMmu {
 
     /// Moves the frames decided since the last call to the end of `into`, in the order
     /// decided. Both buffers keep their memory, so that a run allocates none per decision.
-    pub fn take_frames(&mut self, into: &mut Vec<Frame>) {
+    fn take_frames(&mut self, into: &mut Vec<Frame>) {
         into.append(&mut self.frames);
     }
 
-    pub fn bytes_in_use(&self) -> u64 {
+    /// None: no per-ingress threshold (`u64::MAX`).
+    fn threshold(&self) -> u64 {
+        u64::MAX
+    }
+
+    fn bytes_in_use(&self) -> u64 {
         self.total
     }
 
-    pub fn charged(&self, port: usize, prio: u8) -> u64 {
+    /// Nothing: this model has no headroom or reserve.
+    fn set_aside(&self) -> u64 {
+        0
+    }
+
+    /// Every byte charged to (port, prio) ([`Model::charged`]).
+    fn ingress_use(&self, port: usize, prio: u8) -> u64 {
+        self.charged(port, prio)
+    }
+
+    fn charged(&self, port: usize, prio: u8) -> u64 {
         self.ingress[Self::idx(port, prio)].bytes
     }
 
-    pub fn resume_offset(&self) -> u64 {
+    /// Nothing: no per-ingress threshold.
+    fn reserve(&self) -> u64 {
+        0
+    }
+
+    fn resume_offset(&self) -> u64 {
         self.resume_offset
     }
 
-    pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
+    fn is_pausing(&self, port: usize, prio: u8) -> bool {
         self.ingress[Self::idx(port, prio)].holds > 0
+    }
+
+    /// `false`: its pauses are lifted by other ingresses' bytes leaving, which this test
+    /// cannot see (deadlock detection does not find its deadlocks, the no-progress watchdog
+    /// does).
+    fn pause_is_stuck(&self, _port: usize, _prio: u8, _stuck: u64, _more: bool) -> bool {
+        false
     }
 }
 

@@ -13,10 +13,13 @@
 //! * Admission: with PFC on, a packet is dropped only if it would overrun the port's headroom
 //!   (the fabric is misconfigured if that happens); with PFC off there is no headroom and a
 //!   packet that would push (p, q) past `T` is dropped (lossy mode).
+//!
+//! Its parameters are the keys of `[switch.pfc]` itself (`alpha`, `static_threshold`,
+//! `reserve`, `resume_offset`, `headroom`, in [`PfcConfig`]), checked whatever the model.
 
-use super::{Admission, MAX_BUFFER};
+use super::{Admission, Frame, Model, PfcConfig, Xon, MAX_BUFFER};
 use crate::port::N_PRIO;
-use crate::units::{Rate, Time};
+use crate::units::{Bytes, Rate, Time};
 
 /// Headroom of a port: what arrives after the switch decides to pause the link's far end.
 /// The PAUSE waits for one packet on our egress and its own serialization, travels the link
@@ -120,21 +123,6 @@ impl IngressMmu {
         prio as usize * self.ports + port
     }
 
-    /// The current XOFF threshold on a queue's shared use.
-    #[inline]
-    pub fn threshold(&self) -> u64 {
-        match self.threshold {
-            Threshold::Dynamic { alpha } => {
-                let free = self
-                    .buffer
-                    .saturating_sub(self.set_aside)
-                    .saturating_sub(self.shared_used);
-                scaled(free, alpha)
-            }
-            Threshold::Static { bytes } => bytes,
-        }
-    }
-
     #[inline]
     fn shared_of(&self, q: &IngressQueue) -> u64 {
         q.ingress.saturating_sub(self.reserve)
@@ -193,47 +181,145 @@ impl IngressMmu {
         resume
     }
 
-    /// Bytes currently charged, all queues together (0 when the switch is empty).
-    pub fn bytes_in_use(&self) -> u64 {
-        self.queues.iter().map(|q| q.ingress + q.hdrm).sum()
-    }
-
-    /// Headroom and reserve over all ports: the part of the buffer the shared pool never uses.
-    pub fn set_aside(&self) -> u64 {
-        self.set_aside
-    }
-
+    /// The bytes of the pool shared by every (port, priority), in use.
     pub fn shared_used(&self) -> u64 {
         self.shared_used
     }
 
-    /// Bytes of (port, prio) that count against the XOFF threshold: its shared-pool use plus
-    /// any headroom it uses (PAUSE is sent once this reaches [`IngressMmu::threshold`] or headroom is
-    /// touched). Read-only view for load balancers that predict PFC (RLB).
+    /// The first of this model's keys, the keys of `[switch.pfc]` itself, that `pfc` sets to
+    /// other than its default (another model refuses them: [`PfcConfig::validate`]).
+    pub(super) fn key_set(pfc: &PfcConfig) -> Option<&'static str> {
+        let defaults = PfcConfig::default();
+        let keys = [
+            ("alpha", pfc.alpha != defaults.alpha),
+            ("static_threshold", pfc.static_threshold.is_some()),
+            ("reserve", pfc.reserve != defaults.reserve),
+            ("resume_offset", pfc.resume_offset != defaults.resume_offset),
+            ("headroom", pfc.headroom.is_some()),
+        ];
+        keys.iter().find(|(_, set)| *set).map(|(key, _)| *key)
+    }
+}
+
+impl Model for IngressMmu {
+    /// `alpha` positive and finite; `static_threshold` above 0, at most the buffer, and not
+    /// beside an `alpha` of its own (it replaces the dynamic threshold).
+    fn validate(pfc: &PfcConfig, buffer: Bytes) -> Result<(), String> {
+        if !(pfc.alpha > 0.0 && pfc.alpha.is_finite()) {
+            return Err(format!(
+                "switch.pfc.alpha: {} is not valid; use a positive factor (e.g. 0.0625)",
+                pfc.alpha
+            ));
+        }
+        match pfc.static_threshold {
+            Some(Bytes(0)) => {
+                Err("switch.pfc.static_threshold: must be above 0, or left out for the dynamic threshold".into())
+            }
+            Some(t) if t > buffer => {
+                Err(format!("switch.pfc.static_threshold ({t}) is above switch.buffer ({buffer}): no ingress can hold that much, so PFC would never pause; give at most the buffer (e.g. \"256KB\"), or leave it out for the dynamic threshold"))
+            }
+            Some(_) if pfc.alpha != PfcConfig::default().alpha => {
+                Err("switch.pfc.alpha: the dynamic threshold's factor, which switch.pfc.static_threshold replaces; remove alpha, or static_threshold for the dynamic threshold".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Each port's headroom `switch.pfc.headroom`, or [`auto_headroom`] of its link.
+    fn build(pfc: &PfcConfig, buffer: Bytes, links: &[(Rate, Time)], mtu_wire: u64) -> Self {
+        let headroom = links
+            .iter()
+            .map(|&(rate, delay)| {
+                pfc.headroom
+                    .map(|b| b.0)
+                    .unwrap_or_else(|| auto_headroom(rate, delay, mtu_wire))
+            })
+            .collect();
+        let threshold = match pfc.static_threshold {
+            Some(b) => Threshold::Static { bytes: b.0 },
+            None => Threshold::Dynamic { alpha: pfc.alpha },
+        };
+        IngressMmu::new(
+            buffer.0,
+            pfc.reserve.0,
+            pfc.resume_offset.0,
+            threshold,
+            pfc.enabled,
+            headroom,
+        )
+    }
+
+    /// [`IngressMmu::arrive`] (`out` does not matter).
     #[inline]
-    pub fn ingress_use(&self, port: usize, prio: u8) -> u64 {
+    fn arrive(&mut self, port: usize, _out: usize, prio: u8, size: u64) -> Admission {
+        IngressMmu::arrive(self, port, prio, size)
+    }
+
+    /// [`IngressMmu::release`]: [`Xon::Resume`] or [`Xon::None`].
+    #[inline]
+    fn release(&mut self, port: usize, _out: usize, prio: u8, size: u64) -> Xon {
+        if IngressMmu::release(self, port, prio, size) {
+            Xon::Resume
+        } else {
+            Xon::None
+        }
+    }
+
+    /// None: every RESUME is the released packet's own ([`Xon::Resume`]).
+    fn take_frames(&mut self, _into: &mut Vec<Frame>) {}
+
+    /// The current XOFF threshold on a queue's shared use.
+    #[inline]
+    fn threshold(&self) -> u64 {
+        match self.threshold {
+            Threshold::Dynamic { alpha } => {
+                let free = self
+                    .buffer
+                    .saturating_sub(self.set_aside)
+                    .saturating_sub(self.shared_used);
+                scaled(free, alpha)
+            }
+            Threshold::Static { bytes } => bytes,
+        }
+    }
+
+    /// Bytes currently charged, all queues together (0 when the switch is empty).
+    fn bytes_in_use(&self) -> u64 {
+        self.queues.iter().map(|q| q.ingress + q.hdrm).sum()
+    }
+
+    /// Headroom and reserve over all ports: the part of the buffer the shared pool never uses.
+    fn set_aside(&self) -> u64 {
+        self.set_aside
+    }
+
+    /// Bytes of (port, prio) that count against the XOFF threshold: its shared-pool use plus
+    /// any headroom it uses (PAUSE is sent once this reaches [`Model::threshold`] or headroom
+    /// is touched). Read-only view for load balancers that predict PFC (RLB).
+    #[inline]
+    fn ingress_use(&self, port: usize, prio: u8) -> u64 {
         let q = &self.queues[self.idx(port, prio)];
         self.shared_of(q) + q.hdrm
     }
 
     /// Every byte charged to (port, prio): reserve, shared pool and headroom (monitors).
-    pub fn charged(&self, port: usize, prio: u8) -> u64 {
+    fn charged(&self, port: usize, prio: u8) -> u64 {
         let q = &self.queues[self.idx(port, prio)];
         q.ingress + q.hdrm
     }
 
     /// The bytes each (port, priority) may use before touching the shared pool.
-    pub fn reserve(&self) -> u64 {
+    fn reserve(&self) -> u64 {
         self.reserve
     }
 
     /// Bytes below the XOFF threshold a paused queue must drain to before RESUME.
-    pub fn resume_offset(&self) -> u64 {
+    fn resume_offset(&self) -> u64 {
         self.resume_offset
     }
 
     /// Whether this switch has PAUSE outstanding for (port, prio).
-    pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
+    fn is_pausing(&self, port: usize, prio: u8) -> bool {
         self.queues[self.idx(port, prio)].paused
     }
 
@@ -245,7 +331,7 @@ impl IngressMmu {
     /// Otherwise, after any release at least `stuck` bytes are still charged, and RESUME needs
     /// no headroom in use and a shared use of 0 or at most the threshold less
     /// `resume_offset`; the threshold is at most its value with the shared pool empty.
-    pub fn pause_is_stuck(&self, port: usize, prio: u8, stuck: u64, more_may_arrive: bool) -> bool {
+    fn pause_is_stuck(&self, port: usize, prio: u8, stuck: u64, more_may_arrive: bool) -> bool {
         let q = &self.queues[self.idx(port, prio)];
         if !q.paused {
             return false;

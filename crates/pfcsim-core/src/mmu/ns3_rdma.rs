@@ -41,11 +41,45 @@
 //! mode's check of every priority of the port are checked for the arriving packet's priority
 //! only. Its egress limits equal the whole buffer and never bind before `total` does.
 
-use super::{Admission, Frame, Xon};
+use super::{Admission, Frame, Model, PfcConfig, Xon};
 use crate::port::N_PRIO;
+use crate::units::{Bytes, Rate, Time};
+use serde::{Deserialize, Serialize};
 
 /// The buffer cell of the code (bytes): its thresholds are whole numbers of cells.
 pub const CELL: u64 = 1030;
+
+/// Parameters of the ns3-rdma PFC model (`[switch.pfc.ns3_rdma]`; unset: every default);
+/// defaults: the values of `BroadcomNode` in bobzhuyb/ns3-rdma (cells of 1030 B).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
+pub struct Ns3RdmaConfig {
+    /// The dynamic threshold (`USE_DYNAMIC_PFC_THRESHOLD 1`, as in the code's example
+    /// configs); `false`: the static per-(port, priority) limit.
+    pub dynamic: bool,
+    /// Factor of the dynamic threshold on the free part of the service pool (16).
+    pub alpha: f64,
+    /// Limit of a service pool: 4000 cells.
+    pub pool: Bytes,
+    /// Static XOFF on the bytes of a (port, priority): 20 cells; XON 2 cells below.
+    pub static_limit: Bytes,
+    /// Headroom of a (port, priority), used once the pool is over its limit: 100 cells.
+    pub headroom: Bytes,
+}
+
+crate::tagged::table!(Ns3RdmaConfig);
+
+impl Default for Ns3RdmaConfig {
+    fn default() -> Self {
+        Ns3RdmaConfig {
+            dynamic: true,
+            alpha: 16.0,
+            pool: Bytes(4_000 * CELL),
+            static_limit: Bytes(20 * CELL),
+            headroom: Bytes(100 * CELL),
+        }
+    }
+}
 
 /// Thresholds of the ns3-rdma model, in bytes (the code's names in brackets).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -297,19 +331,78 @@ impl Ns3RdmaMmu {
         }
         Xon::Frames
     }
+}
+
+impl Model for Ns3RdmaMmu {
+    /// The table's `alpha` positive and finite, `pool` above 0 and at most the buffer,
+    /// `static_limit` above the 2 cells of its XON gap, `headroom` above 0, and no parameter
+    /// of the other mode (`static_limit` with `dynamic`, `alpha` without).
+    fn validate(pfc: &PfcConfig, buffer: Bytes) -> Result<(), String> {
+        let c = pfc.ns3_rdma.clone().unwrap_or_default();
+        if !(c.alpha > 0.0 && c.alpha.is_finite()) {
+            return Err(format!("switch.pfc.ns3_rdma.alpha: {} is not valid; use a positive factor (the code's: 16)", c.alpha));
+        }
+        if c.pool.0 == 0 || c.pool > buffer {
+            return Err(format!("switch.pfc.ns3_rdma.pool ({}): must be above 0 and at most switch.buffer ({buffer}) (the code's: 4000 cells of 1030 B, \"4120000B\")", c.pool));
+        }
+        if c.static_limit.0 <= 2 * CELL {
+            return Err(format!("switch.pfc.ns3_rdma.static_limit ({}): must be above 2060B, since RESUME comes 2 cells of 1030 B below it (the code's: \"20600B\")", c.static_limit));
+        }
+        if c.headroom.0 == 0 {
+            return Err("switch.pfc.ns3_rdma.headroom: must be above 0 (the code's: 100 cells of 1030 B, \"103000B\")".into());
+        }
+        let code = Ns3RdmaConfig::default();
+        if c.dynamic && c.static_limit != code.static_limit {
+            return Err("switch.pfc.ns3_rdma.static_limit: the static limit, unused by the dynamic threshold (dynamic = true, the default); set switch.pfc.ns3_rdma.dynamic = false, or remove static_limit".into());
+        }
+        if !c.dynamic && c.alpha != code.alpha {
+            return Err("switch.pfc.ns3_rdma.alpha: the dynamic threshold's factor, unused with dynamic = false; remove alpha, or set dynamic = true".into());
+        }
+        Ok(())
+    }
+
+    /// The code's thresholds ([`Ns3RdmaParams::new`]) with the table's values; the links do
+    /// not matter.
+    fn build(pfc: &PfcConfig, buffer: Bytes, links: &[(Rate, Time)], _mtu_wire: u64) -> Self {
+        let c = pfc.ns3_rdma.clone().unwrap_or_default();
+        let params = Ns3RdmaParams::new(
+            buffer.0,
+            c.dynamic,
+            c.alpha,
+            c.pool.0,
+            c.static_limit.0,
+            c.headroom.0,
+        );
+        Ns3RdmaMmu::new(params, links.len())
+    }
+
+    /// [`Ns3RdmaMmu::arrive`] (`out` does not matter).
+    fn arrive(&mut self, port: usize, _out: usize, prio: u8, size: u64) -> Admission {
+        Ns3RdmaMmu::arrive(self, port, prio, size)
+    }
+
+    /// [`Ns3RdmaMmu::release`] (`out` does not matter).
+    fn release(&mut self, port: usize, _out: usize, prio: u8, size: u64) -> Xon {
+        Ns3RdmaMmu::release(self, port, prio, size)
+    }
 
     /// Moves the RESUMEs decided by the last release that answered [`Xon::Frames`] to the
     /// end of `into` (both buffers keep their memory).
-    pub fn take_frames(&mut self, into: &mut Vec<Frame>) {
+    fn take_frames(&mut self, into: &mut Vec<Frame>) {
         into.append(&mut self.frames);
     }
 
-    pub fn bytes_in_use(&self) -> u64 {
+    fn bytes_in_use(&self) -> u64 {
         self.total
     }
 
+    /// Nothing: this model sets no part of the buffer aside.
+    fn set_aside(&self) -> u64 {
+        0
+    }
+
     /// Static: the PG limit. Dynamic: `alpha x` the free part of pool 0, at least 0.
-    pub fn threshold(&self) -> u64 {
+    fn threshold(&self) -> u64 {
         if self.p.dynamic {
             self.dynamic_level(0, 0).max(0.0) as u64
         } else {
@@ -318,7 +411,7 @@ impl Ns3RdmaMmu {
     }
 
     /// Static: nothing. Dynamic: the PG and port guarantees.
-    pub fn reserve(&self) -> u64 {
+    fn reserve(&self) -> u64 {
         if self.p.dynamic {
             self.p.pg_min + self.p.port_min
         } else {
@@ -327,7 +420,7 @@ impl Ns3RdmaMmu {
     }
 
     /// The XON level's distance below the XOFF level.
-    pub fn resume_offset(&self) -> u64 {
+    fn resume_offset(&self) -> u64 {
         if self.p.dynamic {
             (self.p.alpha * self.p.resume_gap as f64) as u64
         } else {
@@ -335,32 +428,26 @@ impl Ns3RdmaMmu {
         }
     }
 
-    /// The bytes of (port, prio) compared with [`Ns3RdmaMmu::threshold`].
-    pub fn ingress_use(&self, port: usize, prio: u8) -> u64 {
+    /// The bytes of (port, prio) compared with [`Model::threshold`].
+    fn ingress_use(&self, port: usize, prio: u8) -> u64 {
         self.charged(port, prio).saturating_sub(self.reserve())
     }
 
-    pub fn charged(&self, port: usize, prio: u8) -> u64 {
+    fn charged(&self, port: usize, prio: u8) -> u64 {
         self.pgs[Self::idx(port, prio)].bytes
     }
 
-    pub fn is_pausing(&self, port: usize, prio: u8) -> bool {
+    fn is_pausing(&self, port: usize, prio: u8) -> bool {
         self.pgs[Self::idx(port, prio)].paused
     }
 
-    /// As [`super::IngressMmu::pause_is_stuck`], except that a release of another PG (of
+    /// As the ingress model's (see [`super::IngressMmu`]), except that a release of another PG (of
     /// the same port, static; of the same pool, dynamic) can also send (port, prio)'s RESUME,
     /// so a pause whose own bytes are all stuck may still end (`more_may_arrive` does not
     /// matter): it is stuck only if the stuck bytes alone keep the XON condition false in the
     /// most favourable state: static, `stuck >= pg_resume`; dynamic, the PG and its pool
     /// holding only the stuck bytes (the pool holds the PG's bytes, so never fewer).
-    pub fn pause_is_stuck(
-        &self,
-        port: usize,
-        prio: u8,
-        stuck: u64,
-        _more_may_arrive: bool,
-    ) -> bool {
+    fn pause_is_stuck(&self, port: usize, prio: u8, stuck: u64, _more_may_arrive: bool) -> bool {
         if !self.pgs[Self::idx(port, prio)].paused {
             return false;
         }

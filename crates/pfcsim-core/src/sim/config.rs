@@ -1,14 +1,14 @@
 //! The fabric's parameters besides topology and traffic ([`FabricConfig`]: the `[switch]`,
 //! `[nic]`, `[cc]` and `[lb]` tables of a spec), and the checks of the switch and NIC
 //! parameters that their types alone cannot express (`SwitchConfig` is defined in
-//! `switch.rs`, `NicConfig` in `host.rs`).
+//! `switch.rs`, `NicConfig` in `host.rs`; `[switch.pfc]` checks itself, `crate::mmu`).
 
-use super::switch::{EgressLimit, Ns3RdmaConfig, PfcConfig, PfcModel};
+use super::switch::EgressLimit;
 use super::{NicConfig, SwitchConfig};
 use crate::check::check_range;
 use crate::dcqcn::DcqcnConfig;
 use crate::lb::LbConfig;
-use crate::mmu::{CELL, MAX_BUFFER};
+use crate::mmu::MAX_BUFFER;
 use crate::transport::{TransportConfig, TransportKind};
 use crate::units::Bytes;
 
@@ -76,25 +76,7 @@ impl SwitchConfig {
         if self.buffer.0 > MAX_BUFFER {
             return Err(format!("switch.buffer: {} is above the largest buffer pfcsim models, 2^53 bytes (about 9 PB); give a switch's buffer (e.g. \"9MB\")", self.buffer));
         }
-        if !(self.pfc.alpha > 0.0 && self.pfc.alpha.is_finite()) {
-            return Err(format!(
-                "switch.pfc.alpha: {} is not valid; use a positive factor (e.g. 0.0625)",
-                self.pfc.alpha
-            ));
-        }
-        match self.pfc.static_threshold {
-            Some(Bytes(0)) => {
-                return Err("switch.pfc.static_threshold: must be above 0, or left out for the dynamic threshold".into());
-            }
-            Some(t) if t > self.buffer => {
-                return Err(format!("switch.pfc.static_threshold ({t}) is above switch.buffer ({}): no ingress can hold that much, so PFC would never pause; give at most the buffer (e.g. \"256KB\"), or leave it out for the dynamic threshold", self.buffer));
-            }
-            Some(_) if self.pfc.alpha != PfcConfig::default().alpha => {
-                return Err("switch.pfc.alpha: the dynamic threshold's factor, which switch.pfc.static_threshold replaces; remove alpha, or static_threshold for the dynamic threshold".into());
-            }
-            _ => {}
-        }
-        self.validate_pfc_model()?;
+        self.pfc.validate(self.buffer)?;
         let check_red = |key: &str, kmin: Bytes, kmax: Bytes, pmax: f64| {
             if kmin > kmax {
                 return Err(format!(
@@ -121,83 +103,6 @@ impl SwitchConfig {
         check_red("switch.ecn", ecn.kmin, ecn.kmax, ecn.pmax)?;
         for (i, o) in ecn.per_rate.iter().enumerate() {
             check_red(&format!("switch.ecn.per_rate[{i}]"), o.kmin, o.kmax, o.pmax)?;
-        }
-        Ok(())
-    }
-}
-
-impl SwitchConfig {
-    /// Checks `switch.pfc.model` against the other keys of `[switch.pfc]`: each model's own
-    /// parameters, and no parameter of another model.
-    fn validate_pfc_model(&self) -> Result<(), String> {
-        let pfc = &self.pfc;
-        let model = pfc.model;
-        if model != PfcModel::Ns3Rdma && pfc.ns3_rdma.is_some() {
-            return Err(format!("switch.pfc.ns3_rdma: parameters of the \"ns3-rdma\" PFC model, but switch.pfc.model is \"{}\"; set switch.pfc.model = \"ns3-rdma\", or remove the table", model.name()));
-        }
-        if model != PfcModel::Egress && pfc.egress.is_some() {
-            return Err(format!("switch.pfc.egress: parameters of the \"egress\" PFC model, but switch.pfc.model is \"{}\"; set switch.pfc.model = \"egress\", or remove the table", model.name()));
-        }
-        if model == PfcModel::Ingress {
-            return Ok(());
-        }
-        if !pfc.enabled {
-            return Err(format!("switch.pfc.model: \"{}\" is a PFC model and needs switch.pfc.enabled = true; enable PFC, or leave model out for a lossy fabric", model.name()));
-        }
-        let defaults = PfcConfig::default();
-        let ingress_only = [
-            ("alpha", pfc.alpha != defaults.alpha),
-            ("static_threshold", pfc.static_threshold.is_some()),
-            ("reserve", pfc.reserve != defaults.reserve),
-            ("resume_offset", pfc.resume_offset != defaults.resume_offset),
-            ("headroom", pfc.headroom.is_some()),
-        ];
-        if let Some((key, _)) = ingress_only.iter().find(|(_, set)| *set) {
-            let table = if model == PfcModel::Egress {
-                "egress"
-            } else {
-                "ns3_rdma"
-            };
-            return Err(format!("switch.pfc.{key}: a parameter of the \"ingress\" PFC model, which switch.pfc.model = \"{}\" does not use; remove it (this model's parameters are in [switch.pfc.{table}])", model.name()));
-        }
-        match model {
-            PfcModel::Ns3Rdma => {
-                let c = pfc.ns3_rdma.clone().unwrap_or_default();
-                if !(c.alpha > 0.0 && c.alpha.is_finite()) {
-                    return Err(format!("switch.pfc.ns3_rdma.alpha: {} is not valid; use a positive factor (the code's: 16)", c.alpha));
-                }
-                if c.pool.0 == 0 || c.pool > self.buffer {
-                    return Err(format!("switch.pfc.ns3_rdma.pool ({}): must be above 0 and at most switch.buffer ({}) (the code's: 4000 cells of 1030 B, \"4120000B\")", c.pool, self.buffer));
-                }
-                if c.static_limit.0 <= 2 * CELL {
-                    return Err(format!("switch.pfc.ns3_rdma.static_limit ({}): must be above 2060B, since RESUME comes 2 cells of 1030 B below it (the code's: \"20600B\")", c.static_limit));
-                }
-                if c.headroom.0 == 0 {
-                    return Err("switch.pfc.ns3_rdma.headroom: must be above 0 (the code's: 100 cells of 1030 B, \"103000B\")".into());
-                }
-                let code = Ns3RdmaConfig::default();
-                if c.dynamic && c.static_limit != code.static_limit {
-                    return Err("switch.pfc.ns3_rdma.static_limit: the static limit, unused by the dynamic threshold (dynamic = true, the default); set switch.pfc.ns3_rdma.dynamic = false, or remove static_limit".into());
-                }
-                if !c.dynamic && c.alpha != code.alpha {
-                    return Err("switch.pfc.ns3_rdma.alpha: the dynamic threshold's factor, unused with dynamic = false; remove alpha, or set dynamic = true".into());
-                }
-            }
-            PfcModel::Egress => {
-                let Some(c) = &pfc.egress else {
-                    return Err("switch.pfc.model: \"egress\" needs switch.pfc.egress.xoff, the egress queue length that pauses the ingresses feeding it (e.g. [switch.pfc.egress] xoff = \"200KB\")".into());
-                };
-                if c.xoff.0 == 0 {
-                    return Err("switch.pfc.egress.xoff: must be above 0 (e.g. \"200KB\")".into());
-                }
-                if c.xoff > self.buffer {
-                    return Err(format!("switch.pfc.egress.xoff ({}) is above switch.buffer ({}): no egress queue can reach it, so PFC would never pause; give at most the buffer (e.g. \"200KB\")", c.xoff, self.buffer));
-                }
-                if c.resume_offset > c.xoff {
-                    return Err(format!("switch.pfc.egress.resume_offset ({}) is above switch.pfc.egress.xoff ({}); RESUME comes at xoff - resume_offset, so it must be at most xoff", c.resume_offset, c.xoff));
-                }
-            }
-            PfcModel::Ingress => {}
         }
         Ok(())
     }

@@ -57,10 +57,7 @@ pub use events::{Guards, StopRule};
 pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
 pub use stall::DeadlockChecks;
-pub use switch::{
-    EcnConfig, EcnRateOverride, EgressLimit, EgressPfcConfig, LoopbackConfig, Ns3RdmaConfig,
-    PfcConfig, PfcModel, SwitchConfig,
-};
+pub use switch::{EcnConfig, EcnRateOverride, EgressLimit, LoopbackConfig, SwitchConfig};
 pub use varys::{CoflowConfig, Scheduler};
 
 use events::Event;

@@ -4,14 +4,13 @@
 
 use super::host::{ideal_fct, FlowState, Host};
 use super::routes::{HostGroups, MAX_HOSTS};
-use super::switch::{PfcModel, Switch, SwitchConfig};
+use super::switch::Switch;
 use super::{
     faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, Guards, SetupError, Simulation,
     StopRule,
 };
 use crate::engine::{EventQueue, Fingerprint};
 use crate::metrics::{FlowRecord, OodHistogram, PortRecord};
-use crate::mmu::{auto_headroom, EgressMmu, Mmu, Ns3RdmaMmu, Ns3RdmaParams, Threshold};
 use crate::packet::PacketArena;
 use crate::port::{FarArrivals, NodeRef, PortState, CONTROL_PRIO, N_PRIO};
 use crate::topology::{Shape, Topology};
@@ -358,61 +357,6 @@ fn representative_path(
         at = next;
     }
     path
-}
-
-/// The MMU of a switch with these ports, in the spec's PFC model.
-pub(super) fn build_mmu(cfg: &SwitchConfig, ports: &[PortState], mtu_wire: u64) -> Mmu {
-    match cfg.pfc.model {
-        PfcModel::Ingress => {}
-        PfcModel::Ns3Rdma => {
-            let c = cfg.pfc.ns3_rdma.clone().unwrap_or_default();
-            let params = Ns3RdmaParams::new(
-                cfg.buffer.0,
-                c.dynamic,
-                c.alpha,
-                c.pool.0,
-                c.static_limit.0,
-                c.headroom.0,
-            );
-            return Mmu::Ns3Rdma(Ns3RdmaMmu::new(params, ports.len()));
-        }
-        PfcModel::Egress => {
-            let c = cfg
-                .pfc
-                .egress
-                .as_ref()
-                .expect("validated: the egress model has its table");
-            return Mmu::Egress(EgressMmu::new(
-                cfg.buffer.0,
-                c.xoff.0,
-                c.resume_offset.0,
-                ports.len(),
-            ));
-        }
-    }
-    let headroom = ports
-        .iter()
-        .map(|p| {
-            cfg.pfc
-                .headroom
-                .map(|b| b.0)
-                .unwrap_or_else(|| auto_headroom(p.rate(), p.delay, mtu_wire))
-        })
-        .collect();
-    let threshold = match cfg.pfc.static_threshold {
-        Some(b) => Threshold::Static { bytes: b.0 },
-        None => Threshold::Dynamic {
-            alpha: cfg.pfc.alpha,
-        },
-    };
-    Mmu::new(
-        cfg.buffer.0,
-        cfg.pfc.reserve.0,
-        cfg.pfc.resume_offset.0,
-        threshold,
-        cfg.pfc.enabled,
-        headroom,
-    )
 }
 
 #[cfg(test)]

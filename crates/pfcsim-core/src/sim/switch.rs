@@ -11,14 +11,13 @@
 //! besides the shared buffer's admission.
 
 use super::routes::{HostGroups, RoutingTable};
-use super::setup::build_mmu;
 use super::{FabricConfig, SetupError, Simulation};
 use crate::engine::{mix64, rng_stream, Rng, StreamKind};
 use crate::lb::{
     flow_hash, pick_index, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
     SwitchScheme, NO_TOR,
 };
-use crate::mmu::{Admission, Mmu, Xon};
+use crate::mmu::{Admission, Mmu, PfcConfig, Xon};
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::port::{PortState, CONTROL_PRIO, N_PRIO};
 use crate::units::{Bytes, Rate, Time};
@@ -83,134 +82,6 @@ pub struct LoopbackConfig {
 }
 
 crate::tagged::table!(LoopbackConfig);
-
-/// PFC parameters (`[switch.pfc]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields, default)]
-pub struct PfcConfig {
-    /// PFC on (lossless) or off (lossy: drops on overflow).
-    pub enabled: bool,
-    /// Dynamic-threshold factor: a queue pauses its ingress when its shared-buffer use reaches
-    /// alpha x free shared buffer (ConWeave: 1/16; HPCC: 1/8).
-    pub alpha: f64,
-    /// If set, a static XOFF threshold on a queue's shared-buffer use replaces the dynamic one.
-    pub static_threshold: Option<Bytes>,
-    /// Bytes each (ingress port, priority) may use before touching the shared pool (HPCC: 4 KB).
-    pub reserve: Bytes,
-    /// RESUME is sent once a queue's shared use is this far below the threshold (HPCC: 3 KB).
-    pub resume_offset: Bytes,
-    /// Headroom per port. Unset: 2 x rate x delay + 3 MTU of the port's link (enough to absorb
-    /// what arrives after a PAUSE is decided; see `auto_headroom`).
-    pub headroom: Option<Bytes>,
-    /// The PFC model: where bytes are counted and what triggers PAUSE and RESUME
-    /// (`docs/fabric.md`, "PFC models"). `alpha`, `static_threshold`, `reserve`,
-    /// `resume_offset` and `headroom` above belong to the `"ingress"` model.
-    #[serde(skip_serializing_if = "PfcModel::is_ingress")]
-    pub model: PfcModel,
-    /// Parameters of the `"ns3-rdma"` model (unset: the values of its code).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ns3_rdma: Option<Ns3RdmaConfig>,
-    /// Parameters of the `"egress"` model (required with it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub egress: Option<EgressPfcConfig>,
-}
-
-crate::tagged::table!(PfcConfig);
-
-/// The PFC model of the switches (`switch.pfc.model`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PfcModel {
-    /// Shared buffer charged per (ingress port, priority): the HPCC ns-3 simulator's MMU.
-    #[default]
-    Ingress,
-    /// The static or dynamic thresholds of the DCQCN authors' ns-3 (bobzhuyb/ns3-rdma).
-    Ns3Rdma,
-    /// PAUSE an ingress that sends to an egress queue at or above a length, until the queue
-    /// drains (the "destination based rule" of TI's CPSW switch).
-    Egress,
-}
-
-impl PfcModel {
-    fn is_ingress(&self) -> bool {
-        *self == PfcModel::Ingress
-    }
-
-    /// The name a spec gives it.
-    pub fn name(self) -> &'static str {
-        match self {
-            PfcModel::Ingress => "ingress",
-            PfcModel::Ns3Rdma => "ns3-rdma",
-            PfcModel::Egress => "egress",
-        }
-    }
-}
-
-/// Parameters of the ns3-rdma PFC model (`[switch.pfc.ns3_rdma]`); defaults: the values of
-/// `BroadcomNode` in bobzhuyb/ns3-rdma (cells of 1030 B).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields, default)]
-pub struct Ns3RdmaConfig {
-    /// The dynamic threshold (`USE_DYNAMIC_PFC_THRESHOLD 1`, as in the code's example
-    /// configs); `false`: the static per-(port, priority) limit.
-    pub dynamic: bool,
-    /// Factor of the dynamic threshold on the free part of the service pool (16).
-    pub alpha: f64,
-    /// Limit of a service pool: 4000 cells.
-    pub pool: Bytes,
-    /// Static XOFF on the bytes of a (port, priority): 20 cells; XON 2 cells below.
-    pub static_limit: Bytes,
-    /// Headroom of a (port, priority), used once the pool is over its limit: 100 cells.
-    pub headroom: Bytes,
-}
-
-crate::tagged::table!(Ns3RdmaConfig);
-
-impl Default for Ns3RdmaConfig {
-    fn default() -> Self {
-        Ns3RdmaConfig {
-            dynamic: true,
-            alpha: 16.0,
-            pool: Bytes(4_000 * crate::mmu::CELL),
-            static_limit: Bytes(20 * crate::mmu::CELL),
-            headroom: Bytes(100 * crate::mmu::CELL),
-        }
-    }
-}
-
-/// Parameters of the egress-triggered PFC model (`[switch.pfc.egress]`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields)]
-pub struct EgressPfcConfig {
-    /// An egress queue (port, priority) of at least this many bytes pauses each ingress that
-    /// sends it a packet.
-    pub xoff: Bytes,
-    /// It releases them once it is at most `xoff - resume_offset` long (default 3 KB).
-    #[serde(default = "default_egress_resume_offset")]
-    pub resume_offset: Bytes,
-}
-
-crate::tagged::table!(EgressPfcConfig);
-
-fn default_egress_resume_offset() -> Bytes {
-    Bytes(3_000)
-}
-
-impl Default for PfcConfig {
-    fn default() -> Self {
-        PfcConfig {
-            enabled: true,
-            alpha: 1.0 / 16.0,
-            static_threshold: None,
-            reserve: Bytes(4_000),
-            resume_offset: Bytes(3_000),
-            headroom: None,
-            model: PfcModel::Ingress,
-            ns3_rdma: None,
-            egress: None,
-        }
-    }
-}
 
 /// RED/ECN marking parameters (`[switch.ecn]`), applied per egress queue at dequeue.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -309,7 +180,8 @@ impl Switch {
         let routing = RoutingTable::shortest_paths(node, neighbours, to_host, groups, |_| false);
         let my_ports = &all_ports[ports.start as usize..ports.end as usize];
         let mtu_wire = cfg.max_data_wire_bytes();
-        let mmu = build_mmu(&cfg.switch, my_ports, mtu_wire);
+        let links: Vec<(Rate, Time)> = my_ports.iter().map(|p| (p.rate(), p.delay)).collect();
+        let mmu = Mmu::build(&cfg.switch.pfc, cfg.switch.buffer, &links, mtu_wire);
         let set_aside = mmu.set_aside();
         if cfg.switch.buffer.0 <= set_aside {
             return Err(SetupError::BufferTooSmall {
