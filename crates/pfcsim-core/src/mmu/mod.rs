@@ -160,6 +160,10 @@ macro_rules! pfc_models {
         }
 
         impl PfcModel {
+            /// Every model, in the registry's order.
+            #[cfg(test)]
+            const ALL: &[PfcModel] = &[PfcModel::$dvariant, $(PfcModel::$variant,)*];
+
             fn is_default(&self) -> bool {
                 *self == PfcModel::$dvariant
             }
@@ -469,5 +473,77 @@ impl Mmu {
             };
         }
         self.release_other(port, out, prio, size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every registered model with a `[switch.pfc]` table that chooses it, its parameter table
+    /// at its defaults (the egress model's `xoff` has none), and that table resolved (as a
+    /// resolved spec writes it).
+    const MODELS: &[(&str, &str, &str)] = &[
+        (
+            "ingress",
+            "",
+            "enabled = true\nalpha = 0.0625\nreserve = \"4KB\"\nresume_offset = \"3KB\"\n",
+        ),
+        (
+            "ns3-rdma",
+            "model = \"ns3-rdma\"\n[ns3_rdma]\n",
+            "enabled = true\nalpha = 0.0625\nreserve = \"4KB\"\nresume_offset = \"3KB\"\n\
+             model = \"ns3-rdma\"\n\n[ns3_rdma]\ndynamic = true\nalpha = 16.0\n\
+             pool = \"4120KB\"\nstatic_limit = \"20600B\"\nheadroom = \"103KB\"\n",
+        ),
+        (
+            "egress",
+            "model = \"egress\"\n[egress]\nxoff = \"200KB\"\n",
+            "enabled = true\nalpha = 0.0625\nreserve = \"4KB\"\nresume_offset = \"3KB\"\n\
+             model = \"egress\"\n\n[egress]\nxoff = \"200KB\"\nresume_offset = \"3KB\"\n",
+        ),
+    ];
+
+    /// The registry covers every model: each name parses, its table validates and resolves
+    /// as before, and the switch gets an MMU of that model, which charges and releases a
+    /// packet. A row dropped from the registry, or one added without a case here, fails.
+    #[test]
+    fn every_registered_model_parses_validates_and_builds() {
+        let names: Vec<&str> = PfcModel::ALL.iter().map(|m| m.name()).collect();
+        let cases: Vec<&str> = MODELS.iter().map(|&(name, ..)| name).collect();
+        assert_eq!(names, cases, "every model of the registry has a case here");
+        let buffer = Bytes(9_000_000);
+        let links = [(Rate::gbps(100), Time::from_us(1)); 4];
+        for &(name, table, resolved) in MODELS {
+            let pfc: PfcConfig = toml::from_str(table).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(pfc.model.name(), name);
+            assert_eq!(pfc.validate(buffer), Ok(()), "{name}");
+            assert_eq!(toml::to_string(&pfc).unwrap(), resolved, "{name}");
+            let mut mmu = Mmu::build(&pfc, buffer, &links, 1_048);
+            let variant = format!("{:?}(", pfc.model);
+            assert!(format!("{mmu:?}").starts_with(&variant), "{name}: {mmu:?}");
+            let no_pause = Admission::Accept { pause: false };
+            assert_eq!(mmu.arrive(0, 1, 3, 1_000), no_pause, "{name}");
+            assert_eq!((mmu.bytes_in_use(), mmu.charged(0, 3)), (1_000, 1_000));
+            assert_eq!(mmu.release(0, 1, 3, 1_000), Xon::None, "{name}");
+            assert_eq!(mmu.bytes_in_use(), 0, "{name}");
+        }
+    }
+
+    /// A model's table under another model is refused, naming both.
+    #[test]
+    fn a_table_of_another_model_is_refused() {
+        for &(name, table, _) in &MODELS[1..] {
+            let key = table.lines().nth(1).unwrap().trim_matches(['[', ']']);
+            let other: PfcConfig = toml::from_str(&table.replacen(name, "ingress", 1)).unwrap();
+            assert_eq!(
+                other.validate(Bytes(9_000_000)),
+                Err(format!(
+                    "switch.pfc.{key}: parameters of the \"{name}\" PFC model, but \
+                     switch.pfc.model is \"ingress\"; set switch.pfc.model = \"{name}\", or \
+                     remove the table"
+                ))
+            );
+        }
     }
 }
