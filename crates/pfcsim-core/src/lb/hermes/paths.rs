@@ -4,7 +4,6 @@
 //! falls in ([`PathClass`], [`classify`]).
 
 use super::config::HermesConfig;
-use super::reroute::FlowState;
 use super::Hermes;
 use crate::units::Time;
 
@@ -212,17 +211,6 @@ impl Hermes {
         let mut stat = self.stats[self.entry(h, b, i)];
         stat.age(now, &self.cfg);
         stat.view(now, self.th(self.host_tor[h as usize], b), &self.cfg)
-    }
-
-    /// Index of `tag` among `paths`, trying the flow's two paths first.
-    pub(super) fn index_of(paths: &[u32], tag: u32, f: &FlowState) -> Option<u16> {
-        if paths.get(f.cur as usize) == Some(&tag) {
-            return Some(f.cur);
-        }
-        if paths.get(f.prev as usize) == Some(&tag) {
-            return Some(f.prev);
-        }
-        paths.iter().position(|&t| t == tag).map(|i| i as u16)
     }
 
     /// Host `node`'s class of path `i` towards ToR `b` at `now` (for tests and inspection).

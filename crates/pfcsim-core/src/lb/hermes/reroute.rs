@@ -1,6 +1,7 @@
 //! Rerouting: the per-flow sender state ([`FlowState`]), the per-packet decision to move a
 //! flow (at once off a failed path or after a timeout; cautiously off a bad one), the choice of
-//! a path (`choose`) and the move itself (`assign`), and the flow's rate.
+//! a path (`choose`) and the move itself (`assign`), the flow's rate, and the index of the
+//! path an echoed tag names (`index_of`, the flow's two paths first).
 
 use super::paths::PathClass;
 use super::Hermes;
@@ -204,6 +205,17 @@ impl Hermes {
     /// The path index flow `id` is on.
     pub fn flow_path(&self, id: u32) -> u16 {
         self.flows[id as usize].cur
+    }
+
+    /// Index of `tag` among `paths`, trying the flow's two paths first.
+    pub(super) fn index_of(paths: &[u32], tag: u32, f: &FlowState) -> Option<u16> {
+        if paths.get(f.cur as usize) == Some(&tag) {
+            return Some(f.cur);
+        }
+        if paths.get(f.prev as usize) == Some(&tag) {
+            return Some(f.prev);
+        }
+        paths.iter().position(|&t| t == tag).map(|i| i as u16)
     }
 }
 
