@@ -255,6 +255,8 @@ pub struct Conga {
     aging_sweep: bool,
     /// `timing = "arrival"`.
     arrival: bool,
+    /// `feedback_on_acks`.
+    acks: bool,
     salt: u64,
     tor_of: Vec<u32>,
     my_tor: Option<u32>,
@@ -305,6 +307,7 @@ impl Conga {
             random_feedback: cfg.feedback == FeedbackChoice::Random,
             aging_sweep: cfg.aging_sweep,
             arrival: cfg.timing == CongaTiming::Arrival,
+            acks: cfg.feedback_on_acks,
             salt: mix64(fabric.node as u64 ^ 0xc0a9_a000),
             tor_of: fabric.tor_of.clone(),
             my_tor: fabric.my_tor,
@@ -508,8 +511,12 @@ impl SwitchScheme for Conga {
     /// With `timing = "arrival"` (conweave-ns3), all of CONGA's work on a data packet happens
     /// as it is routed: the source leaf decides, counts the packet in the uplink's DRE and
     /// stamps LBTag, CE and feedback; a later fabric hop counts it in its egress's DRE and
-    /// folds CE; the destination leaf reads it.
+    /// folds CE; the destination leaf reads it. Nothing with `timing = "dequeue"` (the switch
+    /// does not call it then: [`Capabilities::ingress`] is off).
     fn on_ingress(&mut self, ctx: &mut LbCtx, pkt: &mut Packet, candidates: &[u16]) -> Ingress {
+        if !self.arrival {
+            return Ingress::Forward;
+        }
         let now = ctx.now.ps();
         if self.my_tor.is_some() && pkt.hop == 0 {
             let dst_tor = self.tor(pkt.dst);
@@ -575,8 +582,21 @@ impl SwitchScheme for Conga {
         }
     }
 
+    /// With `timing = "dequeue"`, all of CONGA's work on a data packet happens as it leaves
+    /// (as `on_ingress` describes for `"arrival"`); with `feedback_on_acks`, ACKs and NACKs
+    /// carry feedback. Nothing for a data packet with `timing = "arrival"`, nor for an ACK or
+    /// NACK without `feedback_on_acks` (the switch does not show them then:
+    /// [`Capabilities::dequeue`], [`Capabilities::acks`]).
     #[inline]
     fn on_dequeue(&mut self, ctx: &mut LbCtx, port: u16, pkt: &mut Packet, _word: &mut u64) {
+        let shown = if pkt.kind == PacketKind::Data {
+            !self.arrival
+        } else {
+            self.acks
+        };
+        if !shown {
+            return;
+        }
         let now = ctx.now.ps();
         let dir = self.port_dir[port as usize];
         let leaf = self.my_tor.is_some();

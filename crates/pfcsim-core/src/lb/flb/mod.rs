@@ -614,11 +614,12 @@ impl HostScheme for Flb {
 
     /// Probe-clocked mode: the flow may send if it holds a probe reply's credit or can take
     /// the one that arrived first among its pair's unused ones; otherwise it joins its pair's
-    /// queue and waits for the next reply.
+    /// queue and waits for the next reply. In the other modes (not asked: `clocks_sending`)
+    /// every flow may send.
     fn may_send(&mut self, ctx: &mut HostCtx, flow: &FlowInfo) -> bool {
         let n = ctx.fabric.paths(flow.src, flow.dst).len();
         let id = flow.id as usize;
-        if n == 1 || self.flows[id].granted.is_some() {
+        if !self.clocks_sending() || n == 1 || self.flows[id].granted.is_some() {
             return true;
         }
         let pair = self.pair_index(flow.src, ctx.fabric.tor(flow.dst));
