@@ -7,7 +7,8 @@
 //! [`host::HostScheme`]. Every hook has a default that does nothing, so a scheme writes only
 //! the hooks it uses, and the switch calls the optional ones only for schemes whose
 //! [`Capabilities`] ask for them (the data path of every other scheme has no extra call or
-//! test). `docs/adding-a-scheme.md` walks through adding one.
+//! test): a hook whose flag is off must do nothing, which `capability_tests.rs` checks for
+//! every registered scheme. `docs/adding-a-scheme.md` walks through adding one.
 //!
 //! What a scheme sees and may do, through [`LbCtx`]:
 //! * read-only views of its switch's ports ([`PortState`]: per-priority queue bytes, PFC pause
@@ -49,6 +50,8 @@
 //! packet whose path the sender pinned (see [`pinned_choice`]): the pinned candidate becomes
 //! its input instead of the switch's answer.
 
+#[cfg(test)]
+mod capability_tests;
 pub mod clb;
 pub mod clove;
 pub mod conga;
