@@ -21,8 +21,7 @@
 //! through a lower layer. An item the root re-exports from one of its files counts as the
 //! root's (the check sees the paths as written). A cycle is reported with the imports that
 //! form it, file and line; the cure is to move the shared item into one of the files, into the
-//! root, or into a new file both use. [`CYCLES_BEING_REMOVED`] lists the cycles of `sim/` that
-//! remain while the files are being taken apart; it must become empty.
+//! root, or into a new file both use.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -31,11 +30,12 @@ use std::path::Path;
 /// (not of its own layer, not of higher ones). A new module must be placed here.
 const LAYERS: &[&[&str]] = &[
     &["units", "tagged", "check", "cdf", "metrics"],
-    &["engine", "ns3", "dcqcn", "output", "transport"],
+    &["engine", "ns3", "cc", "output"],
     &["packet", "topology"],
     &["port", "faults", "monitor", "traffic"],
     &["mmu"],
     &["lb"],
+    &["transport"],
     &["sim"],
     &["budget"],
     &["spec"],
@@ -127,15 +127,6 @@ fn check_file(file: &str, module: &str, text: &str) -> Vec<String> {
     }
     breaches
 }
-
-/// Import cycles among the files of `sim/` that remain while those files are taken apart (the
-/// PFC-model work moves `build_mmu` out of `setup.rs`, the transport work rewrites `host.rs`),
-/// each as its files under `src/`. The folder test lets these pass, and fails on any other
-/// cycle and on an entry that is no longer a cycle. This list must become empty: add nothing.
-const CYCLES_BEING_REMOVED: &[&[&str]] = &[
-    &["sim/host.rs", "sim/varys.rs"],
-    &["sim/setup.rs", "sim/switch.rs"],
-];
 
 /// Whether the file at `rel` (under `src/`) is a unit-test file (`tests.rs`, `*_tests.rs`),
 /// which the checks exempt.
@@ -375,31 +366,9 @@ fn walk_cycles<'a>(
 }
 
 /// The breaches of the in-folder rule among `files` (path under `src/`, text): every import
-/// cycle that `allowed` (cycles as their sets of files) does not list, and every entry of
-/// `allowed` that is no longer a cycle.
-fn check_folders(files: &[(String, String)], allowed: &[&[&str]]) -> Vec<String> {
-    let same = |cycle: &Cycle, entry: &[&str]| {
-        let mut members: Vec<&str> = cycle.members.iter().map(String::as_str).collect();
-        let mut entry = entry.to_vec();
-        members.sort();
-        entry.sort();
-        members == entry
-    };
-    let cycles = folder_cycles(files);
-    let mut breaches: Vec<String> = cycles
-        .iter()
-        .filter(|c| !allowed.iter().any(|entry| same(c, entry)))
-        .map(Cycle::message)
-        .collect();
-    for entry in allowed {
-        if !cycles.iter().any(|c| same(c, entry)) {
-            breaches.push(format!(
-                "{entry:?} is no longer an import cycle: remove it from CYCLES_BEING_REMOVED \
-                 in src/layers.rs"
-            ));
-        }
-    }
-    breaches
+/// cycle.
+fn check_folders(files: &[(String, String)]) -> Vec<String> {
+    folder_cycles(files).iter().map(Cycle::message).collect()
 }
 
 /// The source files under `dir`, recursively, in a stable order.
@@ -467,7 +436,7 @@ mod tests {
             files.iter().any(|(rel, _)| rel == "lb/hermes/paths.rs"),
             "the walk reaches into sub-folders"
         );
-        let breaches = check_folders(&files, CYCLES_BEING_REMOVED);
+        let breaches = check_folders(&files);
         assert!(breaches.is_empty(), "\n{}", breaches.join("\n"));
     }
 
@@ -477,7 +446,7 @@ mod tests {
         assert_eq!(
             check_file("src/mmu.rs", "mmu", text),
             [
-                "src/mmu.rs:3: `use crate::sim::PortState;`: `sim` (layer 6) is above `mmu` \
+                "src/mmu.rs:3: `use crate::sim::PortState;`: `sim` (layer 7) is above `mmu` \
               (layer 4); a module may use only modules of lower layers (LAYERS in \
               src/layers.rs, docs/architecture.md)"
             ]
@@ -521,23 +490,14 @@ mod tests {
                 "//! B.\n\nfn f() -> super::a::A {\n    super::a::A\n}\n",
             ),
         ]);
-        let breaches = check_folders(&sim, CYCLES_BEING_REMOVED);
+        let breaches = check_folders(&sim);
         let cycle = "import cycle src/sim/a.rs -> src/sim/b.rs -> src/sim/a.rs:\n    \
                      src/sim/a.rs:3: `use super::b::B;`\n    \
                      src/sim/b.rs:3: `fn f() -> super::a::A {`\n    \
                      src/sim/b.rs:4: `super::a::A`\n  \
                      move the shared item into one of them, or into the folder's mod.rs, or \
                      into a new file both use (src/layers.rs, docs/architecture.md)";
-        assert_eq!(breaches[0], cycle);
-        // The cycles being removed are not there: each is reported as stale.
-        assert_eq!(
-            breaches.len(),
-            1 + CYCLES_BEING_REMOVED.len(),
-            "{breaches:?}"
-        );
-        assert!(breaches[1].contains("no longer an import cycle: remove it"));
-        // Listed, the cycle passes.
-        assert!(check_folders(&sim, &[&["sim/b.rs", "sim/a.rs"]]).is_empty());
+        assert_eq!(breaches, [cycle]);
     }
 
     #[test]
@@ -629,7 +589,7 @@ mod tests {
             ("metrics/coflows.rs", "use super::Record;\n"),
         ]);
         assert_eq!(folder_cycles(&sim), []);
-        assert!(check_folders(&sim, &[]).is_empty());
+        assert!(check_folders(&sim).is_empty());
         let edges: Vec<_> = sibling_imports(&sim)
             .into_iter()
             .map(|i| (i.from, i.to))

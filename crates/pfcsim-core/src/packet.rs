@@ -168,6 +168,22 @@ impl Packet {
         }
     }
 
+    /// The answer of this packet's receiver (an ACK, a NACK, a probe's reply): `kind`, back to
+    /// its sender (addresses and ports swapped), same flow and priority, echoing its send
+    /// time; `wire_bytes` on the wire. The caller adds what the answer says.
+    pub fn reply(&self, kind: PacketKind, wire_bytes: u16) -> Packet {
+        let mut reply = Packet::new(kind);
+        reply.flow = self.flow;
+        reply.src = self.dst;
+        reply.dst = self.src;
+        reply.sport = self.dport;
+        reply.dport = self.sport;
+        reply.priority = self.priority;
+        reply.sent_at = self.sent_at;
+        reply.wire_bytes = wire_bytes;
+        reply
+    }
+
     /// ECN Congestion Experienced (set by switches on data packets and probes). On an ACK or
     /// NACK: the echo of the acknowledged data packet's mark (ECE); on a probe reply: the
     /// probe's.
@@ -285,7 +301,7 @@ impl PacketArena {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn alloc(&mut self, p: Packet) -> PacketId {
         self.live += 1;
         match self.free.pop() {

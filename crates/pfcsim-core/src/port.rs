@@ -418,7 +418,7 @@ impl PortState {
     }
 
     /// Total time priority `prio` has been paused up to `now`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pause_clock(&self, prio: u8, now: Time) -> u64 {
         let q = &self.prio[prio as usize];
         if self.is_paused(prio) {

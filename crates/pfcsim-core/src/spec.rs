@@ -10,14 +10,15 @@
 //! every result.
 
 use crate::budget::MemoryLimit;
+use crate::cc::CcConfig;
 use crate::cdf::FlowSizeCdf;
 use crate::faults::{FaultSpec, ScheduledFault};
 use crate::lb::LbConfig;
 use crate::monitor::{Monitor, MonitorSpec, RunFacts};
-use crate::sim::{CcConfig, CoflowConfig, FabricConfig, NicConfig, StopRule, SwitchConfig};
+use crate::sim::{CoflowConfig, FabricConfig, StopRule, SwitchConfig};
 use crate::topology::{Topology, TopologySpec};
 use crate::traffic::{FlowSpec, TrafficContext, TrafficSpec};
-use crate::transport::{TcpCc, TransportConfig, TransportKind};
+use crate::transport::{NicConfig, TcpCc, TransportConfig, TransportKind};
 use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -26,7 +26,6 @@ use crate::cdf::FlowSizeCdf;
 use crate::check::check_range;
 use crate::engine::{rng_stream, StreamKind};
 use crate::topology::Topology;
-use crate::transport::TransportKind;
 use crate::units::{human_bytes, Bytes, Time};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -36,6 +35,19 @@ mod coflow;
 mod permutation;
 pub use coflow::{Arrival, CoflowSize, CoflowSpec, FlowsPerCoflow, PerTime, SizeDist};
 pub use permutation::PermutationSpec;
+
+/// The transport a traffic entry's flows use (`transport = "..."` in a `[[traffic]]` entry,
+/// `[transport] kind` for the run's default). Defined here, below the transports themselves
+/// (`crate::transport`), because the traffic entries name it; what each kind runs is there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    /// RoCEv2 reliable connection: go-back-N, rate-based congestion control (`[cc]`).
+    #[default]
+    Roce,
+    /// TCP: window-based, cumulative ACKs, receiver out-of-order buffer (`[transport.tcp]`).
+    Tcp,
+}
 
 /// A flow to simulate: who sends how much to whom, when.
 #[derive(Clone, Debug, PartialEq)]

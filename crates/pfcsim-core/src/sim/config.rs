@@ -1,35 +1,17 @@
 //! The fabric's parameters besides topology and traffic ([`FabricConfig`]: the `[switch]`,
-//! `[nic]`, `[cc]` and `[lb]` tables of a spec), and the checks of the switch and NIC
-//! parameters that their types alone cannot express (`SwitchConfig` is defined in
-//! `switch.rs`, `NicConfig` in `host.rs`; `[switch.pfc]` checks itself, `crate::mmu`).
+//! `[nic]`, `[cc]`, `[lb]`, `[coflow]` and `[transport]` tables of a spec), and the checks of
+//! the switch parameters that their types alone cannot express (`SwitchConfig` is defined in
+//! `switch.rs`; `[switch.pfc]` checks itself, `crate::mmu`, as do the NIC's, the transports'
+//! and the congestion controls' tables).
 
 use super::switch::EgressLimit;
-use super::{NicConfig, SwitchConfig};
+use super::SwitchConfig;
+use crate::cc::CcConfig;
 use crate::check::check_range;
-use crate::dcqcn::DcqcnConfig;
 use crate::lb::LbConfig;
 use crate::mmu::MAX_BUFFER;
-use crate::transport::{TransportConfig, TransportKind};
+use crate::transport::{NicConfig, TransportConfig, TransportKind, TransportSetup};
 use crate::units::Bytes;
-
-/// Congestion control run by the sender NICs.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-// Written as a table with `kind = "<variant>"` (see `crate::tagged`).
-#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
-pub enum CcConfig {
-    /// DCQCN (Mellanox flavour).
-    Dcqcn(DcqcnConfig),
-    /// No congestion control: every flow sends at line rate.
-    None,
-}
-
-crate::tagged::internally_tagged!(CcConfig, "kind");
-
-impl Default for CcConfig {
-    fn default() -> Self {
-        CcConfig::Dcqcn(DcqcnConfig::default())
-    }
-}
 
 /// Everything about the fabric's behaviour that is not topology or traffic.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -40,7 +22,7 @@ pub struct FabricConfig {
     pub lb: LbConfig,
     /// The coflow scheduler (`[coflow]`, `varys.rs`).
     pub coflow: super::CoflowConfig,
-    /// The `[transport]` table: the default transport and TCP's parameters.
+    /// The `[transport]` table: the default transport and each transport's parameters.
     pub transport: TransportConfig,
     /// The transport of the flows of each `[[traffic]]` entry (by `FlowSpec::generator`);
     /// an entry not listed (flows built in code) uses `transport.kind`.
@@ -48,21 +30,13 @@ pub struct FabricConfig {
 }
 
 impl FabricConfig {
-    /// The transport of the flows of generator `generator`.
-    pub fn transport_of(&self, generator: u16) -> TransportKind {
-        self.traffic_transports
-            .get(generator as usize)
-            .copied()
-            .unwrap_or(self.transport.kind)
-    }
-}
-
-impl CcConfig {
-    /// Checks the parameters of the congestion control (`[cc]`).
-    pub fn validate(&self) -> Result<(), String> {
-        match self {
-            CcConfig::Dcqcn(d) => d.validate(),
-            CcConfig::None => Ok(()),
+    /// The transport parts of the configuration, as setup reads them.
+    pub fn transports(&self) -> TransportSetup<'_> {
+        TransportSetup {
+            nic: &self.nic,
+            transport: &self.transport,
+            cc: &self.cc,
+            traffic: &self.traffic_transports,
         }
     }
 }
@@ -105,23 +79,5 @@ impl SwitchConfig {
             check_red(&format!("switch.ecn.per_rate[{i}]"), o.kmin, o.kmax, o.pmax)?;
         }
         Ok(())
-    }
-}
-
-impl NicConfig {
-    /// Checks the values of `[nic]` that the types alone cannot.
-    pub fn validate(&self) -> Result<(), String> {
-        let jumbo = "(jumbo frames at most, e.g. \"1000B\")";
-        check_range("nic.payload", self.payload, Bytes(1)..=Bytes(9_000), jumbo)?;
-        check_range("nic.header_bytes", self.header_bytes, 0..=512, "")?;
-        if self.ack_interval == 0 {
-            return Err("nic.ack_interval: must be at least 1 (ACK every N packets)".into());
-        }
-        check_range(
-            "nic.control_bytes",
-            self.control_bytes,
-            1..=512,
-            "(e.g. 64)",
-        )
     }
 }

@@ -34,10 +34,10 @@ pub(super) enum Event {
     NicWake(u32),
     /// The next flow of the (start-ordered) flow table starts.
     FlowStart,
-    /// A host's retransmission timer (it checks the deadlines of the host's flows).
-    Rto(u32),
-    /// A flow's DCQCN decrease check.
-    DcqcnDecrease(u32),
+    /// A host's transport timer (it checks the retransmission deadlines of the host's flows).
+    TransportTimer(u32),
+    /// A flow's congestion-control timer (`crate::cc::CongestionControl::on_timer`).
+    CcTimer(u32),
     /// A load balancer's timer on a switch.
     LbTimer(u32, u64),
     /// Fault `i` of the run's fault plan starts.
@@ -96,8 +96,8 @@ impl Event {
             Event::Arrival { port, .. } => 2 << 60 | port as u64,
             Event::NicWake(h) => 3 << 60 | h as u64,
             Event::FlowStart => 4 << 60,
-            Event::Rto(h) => 5 << 60 | h as u64,
-            Event::DcqcnDecrease(f) => 6 << 60 | f as u64,
+            Event::TransportTimer(h) => 5 << 60 | h as u64,
+            Event::CcTimer(f) => 6 << 60 | f as u64,
             Event::LbTimer(s, t) => 7 << 60 | (s as u64) << 40 ^ t,
             Event::Fault(i) => 8 << 60 | i as u64,
             Event::Reconverge(i) => 9 << 60 | i as u64,
@@ -397,8 +397,8 @@ impl Simulation {
             Event::Arrival { port, pid } => self.arrival(port, pid),
             Event::NicWake(h) => self.nic_wake(h),
             Event::FlowStart => self.flow_start(),
-            Event::Rto(h) => self.rto_fired(h),
-            Event::DcqcnDecrease(f) => self.dcqcn_decrease(f),
+            Event::TransportTimer(h) => self.transport_timer(h),
+            Event::CcTimer(f) => self.cc_timer(f),
             Event::LbTimer(s, token) => self.lb_timer(s, token),
             Event::Fault(i) => self.fault_starts(i),
             Event::Reconverge(i) => self.reconverge(i),

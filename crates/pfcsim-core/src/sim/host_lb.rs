@@ -1,9 +1,7 @@
 //! The hosts' side of host-side load balancing (`lb/host.rs`): the path table, the scheme's
 //! calls and actions, and probes.
 
-use super::host::reply_to;
 use super::routes::HostGroups;
-use super::NicConfig;
 use super::{Event, Simulation, Switch};
 use crate::engine::{rng_stream, Rng, StreamKind};
 use crate::lb::host::{
@@ -12,6 +10,7 @@ use crate::lb::host::{
 use crate::lb::{LbConfig, NO_TOR};
 use crate::packet::{Packet, PacketKind};
 use crate::port::{PortState, CONTROL_PRIO};
+use crate::transport::Wire;
 use crate::units::{Rate, Time};
 
 /// The run's host-side scheme with what it works on.
@@ -29,7 +28,7 @@ pub(super) struct HostSide {
 
 impl HostSide {
     /// The host-side part of `cfg` for `flows` flows (`None` if the scheme has none); `wire`
-    /// sizes the packets of the unloaded timings (`FabricConfig::host_timing_wire`).
+    /// sizes the packets of the unloaded timings (`TransportSetup::host_timing_wire`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         cfg: &LbConfig,
@@ -39,7 +38,7 @@ impl HostSide {
         host_nodes: &[u32],
         nodes: usize,
         seed: u64,
-        wire: &NicConfig,
+        wire: &Wire,
     ) -> Option<HostSide> {
         if !cfg.capabilities().hosts {
             return None;
@@ -82,14 +81,14 @@ impl HostSide {
 ///
 /// With them, the unloaded timing of each pair ([`PairTiming`]): the base RTT of the fastest
 /// of its paths, from the first host of one ToR to the first host of the other, for a
-/// full-size data packet (`wire`'s payload and headers: the NIC's, or TCP's in an all-TCP
-/// run) and its ACK.
+/// full-size data packet (`wire`'s payload and headers: those of the one transport every flow
+/// uses, else the NIC's) and its ACK.
 fn path_table(
     (switches, groups): (&[Switch], &HostGroups),
     ports: &[PortState],
     host_nodes: &[u32],
     nodes: usize,
-    wire: &NicConfig,
+    wire: &Wire,
 ) -> HostFabric {
     let mut tor_of = vec![NO_TOR; nodes];
     let mut tor_switch = Vec::new(); // switch index of each ToR
@@ -115,8 +114,8 @@ fn path_table(
         tor_of[node as usize] = t as u32;
     }
     let tors = tor_switch.len() as u32;
-    let data_bytes = wire.mtu_wire_bytes();
-    let ack_bytes = wire.control_bytes as u64;
+    let data_bytes = wire.mtu();
+    let ack_bytes = wire.ack;
     // One link's share of the base RTT: the data packet out and the ACK back.
     let link_rtt = |p: &PortState| p.tx_time(data_bytes) + p.tx_time(ack_bytes) + p.delay + p.delay;
     let host_port = |h: usize| {
@@ -315,7 +314,7 @@ impl Simulation {
 
     /// A probe reached host `h`: answer it at once, like an ACK.
     pub(super) fn answer_probe(&mut self, h: u32, probe: &Packet) {
-        let mut reply = reply_to(probe, PacketKind::ProbeReply, self.cfg.nic.control_bytes);
+        let mut reply = probe.reply(PacketKind::ProbeReply, self.cfg.nic.control_bytes);
         reply.lb = probe.lb;
         reply.set_ce(probe.ce());
         // The time the probe arrived, for its one-way delay.

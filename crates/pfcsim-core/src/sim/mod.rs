@@ -12,7 +12,9 @@
 //!   queue, the packet being serialized, and the FIFO of packets propagating on the wire
 //!   towards the peer;
 //! * `switches` hold the buffer (MMU), routing table and load-balancer instance of each
-//!   switch (`switch.rs`); `hosts` the NIC state and `flows` the queue pairs (`host.rs`).
+//!   switch (`switch.rs`); `hosts` the NIC state (`host.rs`), `flows` the state every
+//!   transport shares per flow and `transports` the rest of each transport's
+//!   (`crate::transport`).
 //!
 //! Event discipline: a port has at most one pending `TxDone` (the wake-up when its serializer
 //! frees up, scheduled only if something waits) and at most one pending `Arrival` (the head of
@@ -38,30 +40,26 @@ mod routes;
 mod setup;
 mod stall;
 mod switch;
-mod tcp;
-#[cfg(test)]
-mod tcp_tests;
 #[cfg(test)]
 mod tests;
 mod varys;
 
 use crate::engine::{EventQueue, Fingerprint};
 use crate::lb::LbAction;
-use crate::metrics::OodHistogram;
 use crate::packet::PacketArena;
 use crate::port::{FarArrivals, PortState};
 use crate::units::Time;
 
-pub use config::{CcConfig, FabricConfig};
+pub use config::FabricConfig;
 pub use events::{Guards, StopRule};
-pub use host::{ideal_fct, NicConfig};
 pub use results::RunOutput;
 pub use stall::DeadlockChecks;
 pub use switch::{EcnConfig, EcnRateOverride, EgressLimit, LoopbackConfig, SwitchConfig};
 pub use varys::{CoflowConfig, Scheduler};
 
+use crate::transport::{FlowState, NicTotals, Transports};
 use events::Event;
-use host::{FlowState, Host};
+use host::Host;
 use routes::HostGroups;
 use switch::Switch;
 
@@ -89,8 +87,11 @@ pub enum SetupError {
     },
     #[error("flow {index}: priority {priority} is out of range; data priorities are 1..=7 (0 is the control class)")]
     BadPriority { index: usize, priority: u8 },
-    #[error("nic.rto: {rto} is not above the base RTT of flow {index} (host {src} to host {dst}), {:.3}us: a full packet out and its ACK back on the idle path; every packet would time out before its ACK could arrive, and be sent again without end; give a timeout well above it (default \"4ms\"), or \"0s\" for none", rtt.as_secs_f64() * 1e6)]
+    #[error("{key}: {rto} is not above the base RTT of flow {index} (host {src} to host {dst}), {:.3}us: a full packet out and its ACK back on the idle path; every packet would time out before its ACK could arrive, and be sent again without end; {advice}", rtt.as_secs_f64() * 1e6)]
     RtoBelowRtt {
+        /// The spec key of the timeout, and what to do.
+        key: &'static str,
+        advice: &'static str,
         rto: Time,
         rtt: Time,
         index: usize,
@@ -108,6 +109,10 @@ pub enum SetupError {
     #[error("topology: {hosts} hosts; a fabric may have at most {max} (a host's group and rank in the switches' routing tables are 16-bit numbers); split the study into smaller fabrics")]
     TooManyHosts { hosts: usize, max: usize },
 }
+
+/// Unit tests: which data packets to drop at their receiver.
+#[cfg(test)]
+pub(crate) type DropFilter = dyn FnMut(&crate::packet::Packet) -> bool;
 
 /// A simulation of one fabric with one set of flows.
 pub struct Simulation {
@@ -137,14 +142,10 @@ pub struct Simulation {
     guards: Guards,
     /// Start of the first flow: time averages are taken from here.
     measure_from: Time,
-    bytes_offered: u64,
-    bytes_delivered: u64,
-    data_packets_delivered: u64,
-    payload_sent: u64,
+    /// What the NICs sent and delivered.
+    totals: NicTotals,
+    /// Payload bytes and packets dropped by the switches' buffers.
     payload_dropped: u64,
-    payload_discarded: u64,
-    /// Out-of-order degrees of every out-of-order data arrival at a receiver.
-    ood: OodHistogram,
     drops: u64,
     /// Packets dropped by drop-tail egress limits (`switch.egress_limit`).
     drops_egress: u64,
@@ -167,8 +168,13 @@ pub struct Simulation {
     tag_coflows: bool,
     /// The coflow scheduler, with `[coflow] scheduler = "varys"` (`varys.rs`).
     varys: Option<Box<varys::Varys>>,
-    /// The TCP flows' state, if any flow uses TCP (`tcp.rs`).
-    tcp: Option<Box<tcp::Tcp>>,
+    /// Each transport's state beyond `flows` (`crate::transport`), with the parameters of
+    /// the congestion controls.
+    transports: Transports,
+    /// Unit tests: drops the data packets it returns `true` for on arrival at the receiver,
+    /// before the transport sees them (as if lost on the last link).
+    #[cfg(test)]
+    drop_data: Option<Box<DropFilter>>,
     /// The looks pending (monitors, watchdog, deadlock checks), apart from the events.
     looks: events::Looks,
     /// The no-progress watchdog and PFC deadlock detection (`stall.rs`).
@@ -179,5 +185,19 @@ impl Simulation {
     /// Simulated time now.
     pub fn now(&self) -> Time {
         self.now
+    }
+
+    /// Unit tests: drops the data packets `filter` returns `true` for on arrival at their
+    /// receiver, before the transport sees them (as if lost on the last link).
+    #[cfg(test)]
+    pub(crate) fn drop_data_at_receiver(&mut self, filter: Box<DropFilter>) {
+        self.drop_data = Some(filter);
+    }
+
+    /// Unit tests: the base RTT the host-side scheme reads for the ToRs of index `a` and `b`.
+    #[cfg(test)]
+    pub(crate) fn host_pair_base_rtt(&self, a: u32, b: u32) -> Time {
+        let side = self.host_side.as_ref().expect("a host-side scheme");
+        side.fabric.timing(a, b).base_rtt
     }
 }

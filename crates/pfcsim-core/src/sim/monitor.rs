@@ -11,7 +11,7 @@
 //! in runs with monitors.
 
 use super::events::Look;
-use super::{CcConfig, Simulation};
+use super::Simulation;
 use crate::metrics::{
     LinkUtilSample, MonitorOutput, PfcEvent, QueueSample, RateSample, SchemeSample,
 };
@@ -200,22 +200,11 @@ impl Simulation {
                 break; // not started (flows start in id order), nor are the next ones
             }
             let flow = &self.flows[f as usize];
-            let window = self
-                .tcp
-                .as_ref()
-                .and_then(|tcp| tcp.window_rate(f, flow.line_rate.bps() as f64));
-            // A TCP flow's rate is its window's: the DCQCN state it carries unused is not read.
-            let cc = if window.is_some() {
-                &CcConfig::None
-            } else {
-                &self.cfg.cc
-            };
-            let Some((mut rate, mut target, acked, cnps)) = flow.observe(cc, t) else {
+            if !flow.is_unfinished() {
                 continue;
-            };
-            if let Some((_, window_rate)) = window {
-                (rate, target) = (window_rate, None);
             }
+            let seen = self.transports.observe(flow, t);
+            let (rate, acked) = (seen.rate, flow.snd_una);
             let value = (rate.to_bits(), acked);
             if r.m.on_change && r.last[k] == value {
                 continue;
@@ -230,10 +219,10 @@ impl Simulation {
                 time_ps: t.ps(),
                 flow_id: f,
                 rate_bps: rate,
-                target_bps: target,
-                cwnd_bytes: window.map(|(cwnd, _)| cwnd),
+                target_bps: seen.target,
+                cwnd_bytes: seen.cwnd,
                 acked_bytes: acked,
-                cnps,
+                cnps: flow.cnps_received,
             });
         }
     }

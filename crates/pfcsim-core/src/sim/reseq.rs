@@ -1,11 +1,12 @@
-//! The receivers' resequencing buffer, in front of go-back-N, for host-side schemes that ask
-//! for one (Presto's GRO rule; see `lb/presto.rs`).
+//! The receivers' resequencing buffer, in front of the transport (whose go-back-N discards
+//! what arrives out of order), for host-side schemes that ask for one (Presto's GRO rule; see
+//! `lb/presto.rs`).
 //!
 //! A data packet that arrives ahead of the next expected byte, in a later flowcell than that
 //! byte, is held instead of reaching the transport (reordering between flowcells). Every
 //! other packet reaches the transport at once, and after it every held packet that is now in
 //! order, old, or in the expected byte's flowcell (a hole inside a flowcell is a loss: it goes
-//! to go-back-N at once). Held packets go to the transport in sequence order, where go-back-N
+//! to the transport at once). Held packets go to the transport in sequence order, where it
 //! deals with them as with any out-of-order arrival, when the flow's next expected byte has
 //! not moved for `timeout` (since a packet was first held, or since it last moved), or when
 //! one more packet would exceed `limit`. The buffer is host memory: it costs no switch buffer.
@@ -74,7 +75,7 @@ impl Simulation {
                 // it as well).
                 let at = hold.held.partition_point(|p| p.seq < pkt.seq);
                 if hold.held.get(at).is_some_and(|p| p.seq == pkt.seq) {
-                    self.payload_discarded += pkt.payload as u64;
+                    self.totals.payload_discarded += pkt.payload as u64;
                 } else {
                     hold.held.insert(at, *pkt);
                 }
@@ -259,7 +260,7 @@ mod tests {
         assert_eq!(held(&sim), 0, "released at 1 us, 9 us before the timeout");
         assert_eq!(counts(&sim), (1, 0));
         // The transport saw it ahead of the expected byte: discarded, a NACK for byte 4000.
-        assert_eq!(sim.payload_discarded, 1_000);
+        assert_eq!(sim.totals.payload_discarded, 1_000);
         assert_eq!(sim.flows[0].last_nack(), 4_000);
         // No timer is left to flush anything.
         fire_due(&mut sim, Time::from_ms(1));
@@ -287,13 +288,16 @@ mod tests {
         }
         assert_eq!(sim.flows[0].expected(), 9_000);
         assert_eq!(counts(&sim), (1, 0), "resequenced, never flushed");
-        assert_eq!(sim.payload_discarded, 0, "the transport saw it in order");
+        assert_eq!(
+            sim.totals.payload_discarded, 0,
+            "the transport saw it in order"
+        );
         // Packet 12 (flowcell 3) is held at 30 us, and nothing moves: flushed at 40 us.
         arrive(&mut sim, 30_000, 12_000);
         fire_due(&mut sim, Time::from_ns(39_999));
         assert_eq!(held(&sim), 1);
         fire_due(&mut sim, Time::from_us(40));
         assert_eq!((held(&sim), counts(&sim)), (0, (1, 1)));
-        assert_eq!(sim.payload_discarded, 1_000);
+        assert_eq!(sim.totals.payload_discarded, 1_000);
     }
 }

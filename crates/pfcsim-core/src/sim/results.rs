@@ -41,13 +41,11 @@ impl Simulation {
     /// Turns the state into results.
     pub(super) fn finish(self, wall_seconds: f64) -> RunOutput {
         let now = self.now;
-        let mut flows: Vec<FlowRecord> = self.flows.iter().map(|f| f.record()).collect();
-        for f in &mut flows {
-            f.transport = "roce";
-        }
-        if let Some(tcp) = &self.tcp {
-            tcp.fill_records(&mut flows);
-        }
+        let flows: Vec<FlowRecord> = self
+            .flows
+            .iter()
+            .map(|f| self.transports.record(f))
+            .collect();
         let mut ports: Vec<PortRecord> = self
             .ports
             .iter()
@@ -77,7 +75,7 @@ impl Simulation {
             .map(|h| h.finish(&mut ports, now, self.measure_from));
         let buffered_bytes = self.switches.iter().map(|s| s.mmu.bytes_in_use()).sum();
         let data_packets_received: u64 = flows.iter().map(|f| f.packets_received).sum();
-        let ooo_arrivals = self.ood.count();
+        let ooo_arrivals = self.totals.ood.count();
         let is_switch = |node: u32| self.host_index[node as usize] == u32::MAX;
         let measured_ps = now.saturating_sub(self.measure_from).ps();
         let (pfc_pause_rate, pfc_pauses_per_port_s) =
@@ -103,11 +101,11 @@ impl Simulation {
             events: self.events_done,
             end_ps: now.ps(),
             wall_seconds,
-            bytes_offered: self.bytes_offered,
-            bytes_delivered: self.bytes_delivered,
-            payload_sent: self.payload_sent,
+            bytes_offered: self.totals.bytes_offered,
+            bytes_delivered: self.totals.bytes_delivered,
+            payload_sent: self.totals.payload_sent,
             payload_dropped: self.payload_dropped,
-            payload_discarded: self.payload_discarded,
+            payload_discarded: self.totals.payload_discarded,
             packets_dropped: self.drops
                 + self.drops_egress
                 + self.faults.drops.silent
@@ -120,14 +118,14 @@ impl Simulation {
             drops_black_hole: self.faults.drops.black_hole,
             drops_link_down: self.faults.drops.link_down,
             drops_no_route: self.faults.drops.no_route,
-            loss_rate: if self.payload_sent > 0 {
-                self.payload_dropped as f64 / self.payload_sent as f64
+            loss_rate: if self.totals.payload_sent > 0 {
+                self.payload_dropped as f64 / self.totals.payload_sent as f64
             } else {
                 0.0
             },
             resequenced_packets: self.reseq.as_ref().map_or(0, |r| r.resequenced),
             reseq_flushed_packets: self.reseq.as_ref().map_or(0, |r| r.flushed),
-            data_packets_delivered: self.data_packets_delivered,
+            data_packets_delivered: self.totals.data_packets_delivered,
             alerts: alerts.len() as u64,
             scheme_counters: counters.into_map(),
             monitor_counters,
@@ -141,9 +139,9 @@ impl Simulation {
             } else {
                 0.0
             },
-            ood_p50: self.ood.quantile(0.5),
-            ood_p99: self.ood.quantile(0.99),
-            ood_max: self.ood.max(),
+            ood_p50: self.totals.ood.quantile(0.5),
+            ood_p99: self.totals.ood.quantile(0.99),
+            ood_max: self.totals.ood.max(),
             pfc_pause_rate,
             pfc_pauses_per_port_s,
             coflows: coflow_stats(&coflows),

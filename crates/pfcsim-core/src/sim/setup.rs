@@ -2,20 +2,20 @@
 //! table (checked, sorted by start time, with each flow's ideal FCT), and the optional parts
 //! of the load-balancing scheme.
 
-use super::host::{ideal_fct, FlowState, Host};
+use super::host::Host;
 use super::routes::{HostGroups, MAX_HOSTS};
 use super::switch::Switch;
 use super::{
-    faults, hold, host_lb, reseq, tcp, varys, Event, FabricConfig, Guards, SetupError, Simulation,
+    faults, hold, host_lb, reseq, varys, Event, FabricConfig, Guards, SetupError, Simulation,
     StopRule,
 };
 use crate::engine::{EventQueue, Fingerprint};
-use crate::metrics::{FlowRecord, OodHistogram, PortRecord};
+use crate::metrics::{FlowRecord, PortRecord};
 use crate::packet::PacketArena;
 use crate::port::{FarArrivals, NodeRef, PortState, CONTROL_PRIO, N_PRIO};
 use crate::topology::{Shape, Topology};
 use crate::traffic::{describe_hosts, FlowSpec};
-use crate::transport::TransportKind;
+use crate::transport::{ideal_fct, FixedTimeout, FlowState, NicTotals, Transports};
 use crate::units::{Rate, Time};
 
 impl Simulation {
@@ -146,13 +146,11 @@ impl Simulation {
             }
         }
         flows.sort_by_key(|f| f.start);
-        // The packet sizes of each transport, for the flows' ideal FCTs.
-        let (roce_wire, tcp_wire) = (
-            cfg.wire_of(TransportKind::Roce),
-            cfg.wire_of(TransportKind::Tcp),
-        );
-        // The longest base RTT of a RoCE flow, with the flow: the NIC's timeout must exceed it.
-        let mut longest_rtt: Option<(Time, usize, u32, u32)> = None;
+        let transports = cfg.transports();
+        // Of the flows whose transport has a fixed timeout, the one whose base RTT comes
+        // closest to it (the first of the longest RTT, with one such transport), with how far
+        // the RTT passes the timeout: every timeout must exceed its flows' RTTs.
+        let mut tightest: Option<(i128, Time, FixedTimeout, usize, u32, u32)> = None;
         // Allocated at its final size. Collecting the `Result`s (no length known in advance)
         // grew it by doubling, copying it into fresh memory at each step: on R1 (97,737 flows
         // of 448 bytes), with memory cold, `Simulation::new` took 4.7% of a run's CPU samples,
@@ -162,12 +160,9 @@ impl Simulation {
         for (i, f) in flows.into_iter().enumerate() {
             let dist = &to_host[host_index[f.dst as usize] as usize];
             let path = representative_path(topo, &adj, dist, f.src, f.dst);
-            let transport = cfg.transport_of(f.generator);
-            let wire = match transport {
-                TransportKind::Roce => &roce_wire,
-                TransportKind::Tcp => &tcp_wire,
-            };
-            let ideal = ideal_fct(f.size, &path, wire);
+            let protocol = transports.protocol_of(f.generator);
+            let wire = transports.wire(protocol);
+            let ideal = ideal_fct(f.size, &path, &wire);
             if ideal == Time::MAX {
                 return Err(SetupError::FlowBeyondClock {
                     generator: f.generator,
@@ -177,19 +172,23 @@ impl Simulation {
                     dst: f.dst,
                 });
             }
-            if transport == TransportKind::Roce && cfg.nic.rto != Time::ZERO {
-                let rtt = ideal_fct(wire.payload.0, &path, wire);
-                if !matches!(longest_rtt, Some((longest, ..)) if longest >= rtt) {
-                    longest_rtt = Some((rtt, i, f.src, f.dst));
+            if let Some(timeout) = transports.fixed_timeout(protocol) {
+                let rtt = ideal_fct(wire.payload, &path, &wire);
+                let past = rtt.ps() as i128 - timeout.rto.ps() as i128;
+                if !matches!(tightest, Some((most, ..)) if most >= past) {
+                    tightest = Some((past, rtt, timeout, i, f.src, f.dst));
                 }
             }
             let line = ports[hosts[host_index[f.src as usize] as usize].port as usize].rate();
-            flow_states.push(FlowState::new(i as u32, f, ideal, line, &cfg.cc));
+            let cc = transports.cc(protocol, line);
+            flow_states.push(FlowState::new(i as u32, f, ideal, line, (protocol, cc)));
         }
-        if let Some((rtt, index, src, dst)) = longest_rtt {
-            if cfg.nic.rto <= rtt {
+        if let Some((past, rtt, timeout, index, src, dst)) = tightest {
+            if past >= 0 {
                 return Err(SetupError::RtoBelowRtt {
-                    rto: cfg.nic.rto,
+                    key: timeout.key,
+                    advice: timeout.advice,
+                    rto: timeout.rto,
                     rtt,
                     index,
                     src,
@@ -197,6 +196,7 @@ impl Simulation {
                 });
             }
         }
+        let transports = Transports::new(&transports, &flow_states);
 
         let mut sim = Simulation {
             now: Time::ZERO,
@@ -219,13 +219,8 @@ impl Simulation {
             stop,
             guards: Guards::default(),
             measure_from: Time::ZERO,
-            bytes_offered: 0,
-            bytes_delivered: 0,
-            data_packets_delivered: 0,
-            payload_sent: 0,
-            payload_discarded: 0,
+            totals: NicTotals::default(),
             payload_dropped: 0,
-            ood: OodHistogram::default(),
             drops: 0,
             drops_egress: 0,
             lb_actions: Vec::new(),
@@ -238,7 +233,9 @@ impl Simulation {
             monitors: None,
             tag_coflows: false,
             varys: None,
-            tcp: None,
+            transports,
+            #[cfg(test)]
+            drop_data: None,
             looks: Default::default(),
             stall: Default::default(),
         };
@@ -269,11 +266,10 @@ impl Simulation {
                 &host_nodes,
                 n,
                 seed,
-                &sim.cfg.host_timing_wire(),
+                &sim.cfg.transports().host_timing_wire(),
             )
             .map(Box::new);
         }
-        sim.tcp = tcp::Tcp::new(&sim.cfg, &sim.flows).map(Box::new);
         if let Some(rule) = sim.cfg.lb.scheme().resequencing() {
             sim.reseq = Some(Box::new(reseq::Resequencer::new(rule, n_flows)));
         }
@@ -380,8 +376,8 @@ mod tests {
         // bytes over 2^64.
         let (within, beyond) = (1u64 << 56, 1u64 << 58);
         let path = [link; 4];
-        assert!(ideal_fct(within, &path, &cfg.nic) < Time::MAX);
-        assert_eq!(ideal_fct(beyond, &path, &cfg.nic), Time::MAX);
+        assert!(ideal_fct(within, &path, &cfg.nic.wire()) < Time::MAX);
+        assert_eq!(ideal_fct(beyond, &path, &cfg.nic.wire()), Time::MAX);
         let flow = |size| vec![FlowSpec::scripted(0, 3, size, Time::ZERO)];
         assert!(Simulation::new(&topo, cfg.clone(), flow(within), 1, stop).is_ok());
         let err = Simulation::new(&topo, cfg, flow(beyond), 1, stop)

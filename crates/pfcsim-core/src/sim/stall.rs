@@ -130,7 +130,7 @@ impl Simulation {
             .guards
             .no_progress
             .expect("watchdog looks only with no_progress");
-        let mark = self.bytes_delivered + self.flows_finished;
+        let mark = self.totals.bytes_delivered + self.flows_finished;
         if mark != self.stall.progress_mark || !self.data_waits() {
             self.stall.progress_mark = mark;
             self.stall.last_moved = t;
@@ -523,8 +523,9 @@ fn cycles(n: usize, edges: &[(usize, usize)]) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::cycles;
+    use crate::cc::CcConfig;
     use crate::packet::{Packet, PacketKind};
-    use crate::sim::{CcConfig, FabricConfig, Guards, Simulation, StopRule};
+    use crate::sim::{FabricConfig, Guards, Simulation, StopRule};
     use crate::topology::{Link, Topology};
     use crate::traffic::FlowSpec;
     use crate::units::{Rate, Time};

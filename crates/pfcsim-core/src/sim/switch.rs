@@ -179,7 +179,7 @@ impl Switch {
         let neighbours = &adj[node as usize];
         let routing = RoutingTable::shortest_paths(node, neighbours, to_host, groups, |_| false);
         let my_ports = &all_ports[ports.start as usize..ports.end as usize];
-        let mtu_wire = cfg.max_data_wire_bytes();
+        let mtu_wire = cfg.transports().max_data_wire_bytes();
         let links: Vec<(Rate, Time)> = my_ports.iter().map(|p| (p.rate(), p.delay)).collect();
         let mmu = Mmu::build(&cfg.switch.pfc, cfg.switch.buffer, &links, mtu_wire);
         let set_aside = mmu.set_aside();

@@ -2,10 +2,12 @@
 //! a loopback port, timers, and scheme messages that cross links.
 
 use super::*;
+use crate::cc::CcConfig;
 use crate::lb::probe::ProbeConfig;
 use crate::lb::LbConfig;
 use crate::topology::{LeafSpine, Topology};
 use crate::traffic::FlowSpec;
+use crate::transport::ideal_fct;
 use crate::units::Rate;
 
 #[test]
@@ -62,7 +64,7 @@ fn recirculation_timers_and_messages_work_end_to_end() {
     // no scheme handles, comes back over the four links only.
     let path = [link, link, loopback, link, link];
     let ack_on_loopback = loopback.0.tx_time(64).ps() + loopback.1.ps();
-    let expected = ideal_fct(10_000, &path, &cfg.nic).ps() - ack_on_loopback;
+    let expected = ideal_fct(10_000, &path, &cfg.nic.wire()).ps() - ack_on_loopback;
     let fct = out.flows[0].fct_ps.unwrap();
     assert!(fct.abs_diff(expected) <= 1_000, "fct {fct} vs {expected}");
     assert_eq!(out.flows[0].paths_used, 1);

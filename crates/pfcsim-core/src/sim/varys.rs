@@ -23,7 +23,7 @@
 //!   coordinator learns of a flow when its sender starts it) and when a coflow completes (its
 //!   last flow is acknowledged). Between events rates stay as set. Coordinator delay 0: the
 //!   new rates apply at once at every sender.
-//! * **Enforcement**: each sender paces a flow at `min(its DCQCN rate, its Varys rate)`; a flow
+//! * **Enforcement**: each sender paces a flow at `min(its congestion control's rate, its Varys rate)`; a flow
 //!   at rate 0 waits. Where the Varys rate binds, it is a token bucket of one packet
 //!   ([`capped_next`]), as a NIC's rate limiter, so that a sender whose flows' Varys rates
 //!   fill its link keeps every one at its rate. A flow's remaining bytes are those not yet acknowledged (`size -
@@ -31,10 +31,10 @@
 //!
 //! Not modelled: the starvation-avoidance windows and the deadline mode of Varys (admission
 //! control), coordinator and daemon delays, port capacity taken by flows outside coflows
-//! (they are not scheduled and run at their DCQCN rate).
+//! (they are not scheduled and run at their congestion control's rate).
 
-use super::host::FlowState;
 use super::Simulation;
+use crate::transport::FlowState;
 use crate::units::Time;
 use serde::{Deserialize, Serialize};
 

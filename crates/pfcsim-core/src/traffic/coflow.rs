@@ -66,7 +66,7 @@ pub struct CoflowSpec {
     pub priority: u8,
     /// Transport of this entry's flows (unset: `[transport] kind`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<crate::transport::TransportKind>,
+    pub transport: Option<super::TransportKind>,
 }
 
 /// When a coflow's flows start (see the module's documentation).

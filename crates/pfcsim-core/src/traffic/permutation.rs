@@ -29,7 +29,7 @@ pub struct PermutationSpec {
     pub priority: u8,
     /// Transport of this entry's flows (unset: `[transport] kind`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<crate::transport::TransportKind>,
+    pub transport: Option<super::TransportKind>,
 }
 
 impl PermutationSpec {

@@ -7,8 +7,9 @@ use crate::testing::{
 };
 use pfcsim_core::lb::LbConfig;
 use pfcsim_core::metrics::CoflowRecord;
-use pfcsim_core::sim::{ideal_fct, CoflowConfig, FabricConfig, NicConfig, RunOutput, Scheduler};
+use pfcsim_core::sim::{CoflowConfig, FabricConfig, RunOutput, Scheduler};
 use pfcsim_core::traffic::FlowSpec;
+use pfcsim_core::transport::{ideal_fct, NicConfig};
 use pfcsim_core::units::{Rate, Time};
 
 /// `flow` in coflow `c`.
@@ -104,7 +105,7 @@ fn varys_serves_the_smaller_bottleneck_coflow_first() {
     let (a, b) = (cct(&with, 1), cct(&with, 0));
     assert!(a < b, "A {a} B {b}");
     let link = (Rate::gbps(100), Time::from_us(1));
-    let alone = ideal_fct(2_000_000, &[link; 4], &NicConfig::default()).ps();
+    let alone = ideal_fct(2_000_000, &[link; 4], &NicConfig::default().wire()).ps();
     assert!(
         (a as f64) < alone as f64 * 1.03,
         "A as if alone: {a} vs {alone}"
@@ -188,7 +189,7 @@ fn the_cct_is_the_last_finish_minus_the_arrival() {
     let coflows: Vec<Option<u32>> = out.flows.iter().map(|f| f.coflow).collect();
     assert_eq!(coflows, vec![Some(0), Some(0), None, Some(1)]);
     let link = (Rate::gbps(100), Time::from_us(1));
-    let ideal = ideal_fct(1_000_000, &[link; 4], &NicConfig::default()).ps();
+    let ideal = ideal_fct(1_000_000, &[link; 4], &NicConfig::default().wire()).ps();
     let c = &out.coflows[0];
     assert_eq!(
         (

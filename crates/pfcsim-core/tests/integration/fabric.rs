@@ -5,15 +5,16 @@ use crate::testing::{
     tx_bytes, tx_packets, until_done, with_lb,
 };
 
-use pfcsim_core::dcqcn::DcqcnConfig;
+use pfcsim_core::cc::{CcConfig, DcqcnConfig};
 use pfcsim_core::lb::{
     CongaConfig, DrbConfig, DrillConfig, HulaConfig, LbConfig, LetFlowConfig, LetFlowDecision,
     RpsConfig,
 };
 use pfcsim_core::metrics::FlowRecord;
-use pfcsim_core::sim::{ideal_fct, CcConfig, FabricConfig, NicConfig, RunOutput};
+use pfcsim_core::sim::{FabricConfig, RunOutput};
 use pfcsim_core::topology::{LeafSpine, Topology};
 use pfcsim_core::traffic::FlowSpec;
+use pfcsim_core::transport::{ideal_fct, NicConfig};
 use pfcsim_core::units::{Rate, Time};
 
 /// Sixteen flows of 300 KB among the 16 hosts of a 2 x 4 x 8 leaf-spine, host i to i + 5,
@@ -62,7 +63,7 @@ fn ideal_fct_handles_a_short_last_packet_and_a_slow_middle_link() {
     let fast = (Rate::gbps(100), Time::from_us(1));
     let slow = (Rate::gbps(10), Time::from_us(1));
     // One packet of 500 B payload: pure store-and-forward.
-    let one = ideal_fct(500, &[fast, slow, fast], &nic);
+    let one = ideal_fct(500, &[fast, slow, fast], &nic.wire());
     let t = |r: Rate, b: u64| r.tx_time(b).ps();
     let ack: u64 = 2 * t(fast.0, 64) + t(slow.0, 64) + 3 * 1_000_000;
     assert_eq!(
@@ -70,7 +71,7 @@ fn ideal_fct_handles_a_short_last_packet_and_a_slow_middle_link() {
         2 * t(fast.0, 548) + t(slow.0, 548) + 3 * 1_000_000 + ack
     );
     // Ten packets through a 10 G bottleneck: the bottleneck paces them.
-    let ten = ideal_fct(9_500, &[fast, slow, fast], &nic);
+    let ten = ideal_fct(9_500, &[fast, slow, fast], &nic.wire());
     let expected = t(fast.0, 1048)
         + 9 * t(slow.0, 1048)
         + t(slow.0, 548)

@@ -3,8 +3,10 @@
 //! `src/sim/tcp_tests.rs` (it needs a hook inside the simulation).
 
 use crate::testing::{self, flow, port, sum_flows, until_done};
-use pfcsim_core::sim::{ideal_fct, CcConfig, FabricConfig, NicConfig, RunOutput};
+use pfcsim_core::cc::CcConfig;
+use pfcsim_core::sim::{FabricConfig, RunOutput};
 use pfcsim_core::topology::{LeafSpine, Topology};
+use pfcsim_core::transport::{ideal_fct, Wire};
 use pfcsim_core::transport::{TcpCc, TcpConfig, TransportConfig, TransportKind};
 use pfcsim_core::units::{Bytes, Rate, Time};
 
@@ -32,12 +34,11 @@ fn tcp_fabric(tcp: TcpConfig) -> FabricConfig {
 }
 
 /// The wire sizes of TCP segments, as the ideal FCT reads them.
-fn tcp_wire(tcp: &TcpConfig) -> NicConfig {
-    NicConfig {
-        payload: tcp.mss,
-        header_bytes: tcp.header_bytes,
-        control_bytes: tcp.ack_bytes,
-        ..NicConfig::default()
+fn tcp_wire(tcp: &TcpConfig) -> Wire {
+    Wire {
+        payload: tcp.mss.0,
+        header: tcp.header_bytes as u64,
+        ack: tcp.ack_bytes as u64,
     }
 }
 

@@ -12,10 +12,11 @@
 //!   [`port_sum`], [`node_sum`], [`sum_flows`], [`retransmitted`]) and the checks several of them make
 //!   ([`assert_lossless_and_conserved`], [`assert_complete`], [`assert_recovered`]).
 
+use pfcsim_core::cc::CcConfig;
 use pfcsim_core::lb::LbConfig;
 use pfcsim_core::metrics::{FlowRecord, PortRecord};
 use pfcsim_core::run::run_scenario;
-use pfcsim_core::sim::{CcConfig, FabricConfig, RunOutput, Simulation, StopRule};
+use pfcsim_core::sim::{FabricConfig, RunOutput, Simulation, StopRule};
 use pfcsim_core::spec::{Scenario, Spec};
 use pfcsim_core::topology::{LeafSpine, Topology};
 use pfcsim_core::traffic::FlowSpec;

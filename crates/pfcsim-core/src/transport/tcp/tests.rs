@@ -1,13 +1,15 @@
 //! TCP loss recovery with chosen data packets dropped on arrival at the receiver (the test
-//! hook `Tcp::drop_data`): an isolated loss is repaired by fast retransmit, a lost tail by
-//! the retransmission timer with exponential backoff.
+//! hook `Simulation::drop_data_at_receiver`): an isolated loss is repaired by fast retransmit,
+//! a lost tail by the retransmission timer with exponential backoff; and the packet sizes
+//! host-side schemes time an all-TCP run with.
 
-use super::*;
+use crate::cc::CcConfig;
 use crate::metrics::FlowRecord;
+use crate::sim::{FabricConfig, RunOutput, Simulation, StopRule};
 use crate::topology::{LeafSpine, Topology};
 use crate::traffic::FlowSpec;
-use crate::transport::{TcpConfig, TransportConfig, TransportKind};
-use crate::units::Rate;
+use crate::transport::{NicConfig, TcpConfig, TransportConfig, TransportKind};
+use crate::units::{Rate, Time};
 
 const MSS: u64 = 1460;
 
@@ -35,7 +37,7 @@ fn run(segments: u64, drop: impl FnMut(&crate::packet::Packet) -> bool + 'static
         when_flows_done: true,
     };
     let mut sim = Simulation::new(&topo, cfg, vec![flow], 1, stop).unwrap();
-    sim.tcp.as_mut().unwrap().drop_data = Some(Box::new(drop));
+    sim.drop_data_at_receiver(Box::new(drop));
     sim.run_to_end()
 }
 
@@ -124,7 +126,7 @@ fn hermes_base_rtt(transport: TransportKind) -> Time {
         when_flows_done: true,
     };
     let sim = Simulation::new(&topo, cfg, Vec::new(), 1, stop).unwrap();
-    sim.host_side.as_ref().unwrap().fabric.timing(0, 1).base_rtt
+    sim.host_pair_base_rtt(0, 1)
 }
 
 #[test]

@@ -19,6 +19,7 @@
 //! is ordered by the event queue, i.e. by scheduling order). A finished flow leaves at most
 //! one pending decrease check behind, which then does nothing.
 
+use super::{CongestionControl, RateReading};
 use crate::check::check_range;
 use crate::units::{Rate, Time};
 use serde::{Deserialize, Serialize};
@@ -126,12 +127,15 @@ impl Dcqcn {
     }
 
     /// Sending rate at `now`, after the rate-increase steps due by then.
+    #[inline]
     pub fn rate(&mut self, cfg: &DcqcnConfig, now: Time) -> f64 {
         self.advance_increase(cfg, now);
         self.rc
     }
 
-    /// Applies the rate-increase steps that fell at or before `now`.
+    /// Applies the rate-increase steps that fell at or before `now`. Inlined into the rate's
+    /// reading on every packet sent, where it usually returns at once.
+    #[inline(always)]
     fn advance_increase(&mut self, cfg: &DcqcnConfig, now: Time) {
         let Some(cut) = self.last_cut else { return };
         if self.rc >= self.line && self.rt >= self.line {
@@ -234,6 +238,34 @@ impl Dcqcn {
         self.stage = 0;
         self.last_cut = Some(now);
         self.increase_steps_done = 0;
+    }
+}
+
+impl CongestionControl for Dcqcn {
+    type Config = DcqcnConfig;
+
+    #[inline]
+    fn rate(&mut self, cfg: &DcqcnConfig, now: Time) -> Option<f64> {
+        Some(Dcqcn::rate(self, cfg, now))
+    }
+
+    fn on_cnp(&mut self, cfg: &DcqcnConfig, now: Time) -> Option<Time> {
+        Dcqcn::on_cnp(self, cfg, now)
+    }
+
+    /// The decrease check.
+    fn on_timer(&mut self, cfg: &DcqcnConfig, now: Time) {
+        self.on_decrease_check(cfg, now);
+    }
+
+    fn observe(&self, cfg: &DcqcnConfig, now: Time) -> Option<RateReading> {
+        // On a copy: the rate's lazy increase steps are the run's own to apply.
+        let mut d = self.clone();
+        let rate = Dcqcn::rate(&mut d, cfg, now);
+        Some(RateReading {
+            rate,
+            target: Some(d.target_rate()),
+        })
     }
 }
 

@@ -1,50 +1,9 @@
-//! The transports a flow can use (`[transport]`): RoCEv2 (the NIC of `sim/host.rs`, with the
-//! congestion control of `[cc]`) or TCP (`sim/tcp.rs`, with NewReno or DCTCP).
-//!
-//! `[transport] kind` is the run's default; a `[[traffic]]` entry may override it with its own
-//! `transport = "roce" | "tcp"`, so that RoCE and TCP flows share a fabric (in different
-//! priorities, typically). `[transport.tcp]` holds TCP's parameters whatever the default is.
-//!
-//! A spec without `[transport]` (the default: every flow RoCE) resolves to the same text as
-//! before TCP existed, so that stores and fingerprints of RoCE runs do not move.
+//! TCP's parameters (`[transport.tcp]`).
 
+use crate::cc::DctcpConfig;
 use crate::check::check_range;
 use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
-
-/// The transport of a flow.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TransportKind {
-    /// RoCEv2 reliable connection: go-back-N, rate-based congestion control (`[cc]`).
-    #[default]
-    Roce,
-    /// TCP: window-based, cumulative ACKs, receiver out-of-order buffer (`[transport.tcp]`).
-    Tcp,
-}
-
-/// The `[transport]` table.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields, default)]
-pub struct TransportConfig {
-    /// Transport of the flows whose `[[traffic]]` entry does not name one.
-    pub kind: TransportKind,
-    pub tcp: TcpConfig,
-}
-
-crate::tagged::table!(TransportConfig);
-
-impl TransportConfig {
-    /// The default table (every flow RoCE, TCP's defaults): left out of a resolved spec.
-    pub fn is_default(&self) -> bool {
-        *self == TransportConfig::default()
-    }
-
-    /// Checks the values that the types alone cannot.
-    pub fn validate(&self) -> Result<(), String> {
-        self.tcp.validate()
-    }
-}
 
 /// TCP's congestion control.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,5 +116,21 @@ impl TcpConfig {
             ));
         }
         Ok(())
+    }
+}
+
+impl TcpConfig {
+    /// The sizes of TCP's segments and ACKs on the wire.
+    pub fn wire(&self) -> crate::transport::Wire {
+        crate::transport::Wire {
+            payload: self.mss.0,
+            header: self.header_bytes as u64,
+            ack: self.ack_bytes as u64,
+        }
+    }
+
+    /// DCTCP's parameters (`cc = "dctcp"`).
+    pub fn dctcp(&self) -> DctcpConfig {
+        DctcpConfig { g: self.dctcp_g }
     }
 }

@@ -1,0 +1,212 @@
+//! Congestion control: what sets a flow's sending rate, or shapes the window its transport
+//! keeps, from the signals the network returns (CNPs, ECN echoes on ACKs).
+//!
+//! Each algorithm is one file (its parameters, its state per flow, and what it does with each
+//! signal, as an implementation of [`CongestionControl`]) and one row of [`algorithms!`]
+//! below, which makes [`Cc`] (a flow's state, a closed enum: the data path dispatches with a
+//! `match`, no indirect call) and [`CcParams`] (every algorithm's parameters, for the run).
+//! The transport a flow runs (`crate::transport`) asks its algorithm for the pacing rate and
+//! hands it the signals; the NIC (`sim/host.rs`) delivers CNPs and the algorithm's timer.
+//!
+//! * [`dcqcn`]: DCQCN, rate-based, for RoCE flows (`[cc] kind = "dcqcn"`).
+//! * [`dctcp`]: DCTCP's reaction to ECN echoes, on the window of TCP flows
+//!   (`transport.tcp.cc = "dctcp"`).
+//!
+//! A flow without an algorithm (`Cc::None`: `[cc] kind = "none"` for RoCE, NewReno for TCP,
+//! whose window is the transport's own) sends at line rate within its transport's window.
+
+pub mod dcqcn;
+pub mod dctcp;
+
+pub use dcqcn::{Dcqcn, DcqcnConfig};
+pub use dctcp::{Dctcp, DctcpConfig};
+
+use crate::units::Time;
+
+/// Congestion control run by the RoCE NICs (the `[cc]` table).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+// Written as a table with `kind = "<variant>"` (see `crate::tagged`).
+#[serde(remote = "Self", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CcConfig {
+    /// DCQCN (Mellanox flavour).
+    Dcqcn(DcqcnConfig),
+    /// No congestion control: every flow sends at line rate.
+    None,
+}
+
+crate::tagged::internally_tagged!(CcConfig, "kind");
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        CcConfig::Dcqcn(DcqcnConfig::default())
+    }
+}
+
+impl CcConfig {
+    /// Checks the parameters of the congestion control (`[cc]`).
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            CcConfig::Dcqcn(d) => d.validate(),
+            CcConfig::None => Ok(()),
+        }
+    }
+}
+
+/// What an ACK tells a window-based algorithm.
+#[derive(Clone, Copy, Debug)]
+pub struct AckSignal {
+    /// Bytes this ACK acknowledges for the first time.
+    pub newly_acked: u64,
+    /// The receiver echoed an ECN mark (CE) of the packet the ACK answers.
+    pub ce: bool,
+    /// The sender's first unacknowledged byte and next byte to send, after the ACK.
+    pub snd_una: u64,
+    pub snd_nxt: u64,
+    /// The transport is repairing a loss (its own window rules apply meanwhile).
+    pub in_recovery: bool,
+}
+
+/// The window a transport keeps, in bytes, that an algorithm may shrink.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub cwnd: f64,
+    pub ssthresh: f64,
+    /// The transport's segment size: the smallest window is two of them.
+    pub mss: f64,
+}
+
+/// What a rate monitor reads of a flow's algorithm: its rate and, if it has one, its target
+/// rate (bit/s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateReading {
+    pub rate: f64,
+    pub target: Option<f64>,
+}
+
+/// A congestion-control algorithm: its parameters and its state for one flow. Every hook
+/// does nothing by default; an algorithm implements the signals it reacts to.
+pub trait CongestionControl {
+    /// Its parameters (one value per run).
+    type Config: Clone + Default + std::fmt::Debug;
+
+    /// The flow's sending rate at `now` (bit/s); `None`: the algorithm does not pace the flow
+    /// (it sends at line rate within its transport's window).
+    fn rate(&mut self, _cfg: &Self::Config, _now: Time) -> Option<f64> {
+        None
+    }
+
+    /// A congestion notification arrived at the sender (an ACK or NACK with the CNP flag).
+    /// Returns the time of a timer the NIC must set for the flow ([`CongestionControl::on_timer`]).
+    fn on_cnp(&mut self, _cfg: &Self::Config, _now: Time) -> Option<Time> {
+        None
+    }
+
+    /// The timer asked for by [`CongestionControl::on_cnp`] fired.
+    fn on_timer(&mut self, _cfg: &Self::Config, _now: Time) {}
+
+    /// An ACK arrived for a flow whose transport keeps `window`.
+    fn on_ack(&mut self, _cfg: &Self::Config, _ack: &AckSignal, _window: &mut Window) {}
+
+    /// The transport's retransmission timer expired with data up to `high_sent` sent.
+    fn on_timeout(&mut self, _high_sent: u64) {}
+
+    /// What a rate monitor records at `now`, without changing the state (`None`: the
+    /// algorithm sets no rate).
+    fn observe(&self, _cfg: &Self::Config, _now: Time) -> Option<RateReading> {
+        None
+    }
+}
+
+/// The registry of algorithms: one row per algorithm, `Variant(field): StateType`. Makes the
+/// per-flow enum [`Cc`] (with `None` for no algorithm), the run's [`CcParams`] (field
+/// `field` holds `StateType::Config`) and the dispatch of every hook of
+/// [`CongestionControl`] through a `match`.
+macro_rules! algorithms {
+    ($($(#[$doc:meta])* $variant:ident($field:ident): $state:ty,)+) => {
+        /// The congestion-control state of one flow.
+        #[derive(Clone, Debug)]
+        pub enum Cc {
+            /// No algorithm: line rate, within the transport's window.
+            None,
+            $($(#[$doc])* $variant($state),)+
+        }
+
+        /// The parameters of every algorithm, for one run.
+        #[derive(Clone, Debug, Default)]
+        pub struct CcParams {
+            $(pub $field: <$state as CongestionControl>::Config,)+
+        }
+
+        impl Cc {
+            /// See [`CongestionControl::rate`].
+            #[inline]
+            pub fn rate(&mut self, params: &CcParams, now: Time) -> Option<f64> {
+                match self {
+                    Cc::None => None,
+                    $(Cc::$variant(s) => CongestionControl::rate(s, &params.$field, now),)+
+                }
+            }
+
+            /// See [`CongestionControl::on_cnp`].
+            pub fn on_cnp(&mut self, params: &CcParams, now: Time) -> Option<Time> {
+                match self {
+                    Cc::None => None,
+                    $(Cc::$variant(s) => CongestionControl::on_cnp(s, &params.$field, now),)+
+                }
+            }
+
+            /// See [`CongestionControl::on_timer`].
+            pub fn on_timer(&mut self, params: &CcParams, now: Time) {
+                match self {
+                    Cc::None => {}
+                    $(Cc::$variant(s) => CongestionControl::on_timer(s, &params.$field, now),)+
+                }
+            }
+
+            /// See [`CongestionControl::on_ack`].
+            pub fn on_ack(&mut self, params: &CcParams, ack: &AckSignal, window: &mut Window) {
+                match self {
+                    Cc::None => {}
+                    $(Cc::$variant(s) => CongestionControl::on_ack(s, &params.$field, ack, window),)+
+                }
+            }
+
+            /// See [`CongestionControl::on_timeout`].
+            pub fn on_timeout(&mut self, high_sent: u64) {
+                match self {
+                    Cc::None => {}
+                    $(Cc::$variant(s) => CongestionControl::on_timeout(s, high_sent),)+
+                }
+            }
+
+            /// See [`CongestionControl::observe`].
+            pub fn observe(&self, params: &CcParams, now: Time) -> Option<RateReading> {
+                match self {
+                    Cc::None => None,
+                    $(Cc::$variant(s) => CongestionControl::observe(s, &params.$field, now),)+
+                }
+            }
+        }
+    };
+}
+
+algorithms! {
+    /// DCQCN's reaction point (RoCE flows, `[cc] kind = "dcqcn"`).
+    Dcqcn(dcqcn): Dcqcn,
+    /// DCTCP's ECN reaction (TCP flows, `transport.tcp.cc = "dctcp"`).
+    Dctcp(dctcp): Dctcp,
+}
+
+impl CcParams {
+    /// The parameters of a run whose RoCE flows run `cc` and whose TCP flows, if DCTCP,
+    /// `dctcp`.
+    pub fn new(cc: &CcConfig, dctcp: DctcpConfig) -> CcParams {
+        CcParams {
+            dcqcn: match cc {
+                CcConfig::Dcqcn(c) => c.clone(),
+                CcConfig::None => DcqcnConfig::default(),
+            },
+            dctcp,
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! RoCEv2 reliable connections with go-back-N (`kind = "roce"`; parameters in `[nic]`).
+//!
+//! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/fabric.md` has the
+//! details and sources):
+//! * Sender: paced at its congestion control's rate (`[cc]`: DCQCN, or line rate without);
+//!   go-back-N on NACK (resend from the first unacknowledged byte); a retransmission timeout
+//!   (`nic.rto`, "0s" for none) restarted by every data packet sent and by every ACK that
+//!   leaves data outstanding, after which the flow resends from its first unacknowledged
+//!   byte.
+//! * Receiver: accepts only the next expected packet; ACKs every `ack_interval` packets (and
+//!   the last one); on a gap sends a NACK (at most one per expected sequence per
+//!   `nack_interval`) and discards the packet; on a duplicate re-sends an ACK.
+//! * The CNP flag rides on the ACK/NACK of a CE-marked packet (and on every NACK with
+//!   `cnp_on_nack`, as in ConWeave); an ACK's ECN echo is its CNP flag, a NACK's the mark of
+//!   the packet that triggered it.
+//!
+//! Not modelled: selective repeat (IRN), window limits, PCIe/host-side delays, multiple NICs
+//! per host.
+
+mod config;
+
+pub use config::NicConfig;
+
+use super::{
+    AckOutcome, FixedTimeout, FlowState, NicTotals, Observation, Pace, Segment, Transport,
+    TransportSetup, Wire,
+};
+use crate::cc::{Cc, CcConfig, CcParams, Dcqcn};
+use crate::packet::{Packet, PacketKind};
+use crate::units::{Rate, Time};
+
+/// Go-back-N's state for a run: the NIC's parameters (per flow it keeps nothing beyond the
+/// shared [`FlowState`]).
+pub struct GoBackN {
+    nic: NicConfig,
+}
+
+impl Transport for GoBackN {
+    fn new(setup: &TransportSetup, _flows: &[FlowState]) -> Self {
+        GoBackN {
+            nic: setup.nic.clone(),
+        }
+    }
+
+    fn wire(setup: &TransportSetup) -> Wire {
+        setup.nic.wire()
+    }
+
+    fn cc(setup: &TransportSetup, line: Rate) -> Cc {
+        match setup.cc {
+            CcConfig::Dcqcn(_) => Cc::Dcqcn(Dcqcn::new(line)),
+            CcConfig::None => Cc::None,
+        }
+    }
+
+    fn fixed_timeout(setup: &TransportSetup) -> Option<FixedTimeout> {
+        (setup.nic.rto != Time::ZERO).then_some(FixedTimeout {
+            key: "nic.rto",
+            rto: setup.nic.rto,
+            advice: "give a timeout well above it (default \"4ms\"), or \"0s\" for none",
+        })
+    }
+
+    #[inline]
+    fn next_segment(&mut self, flow: &FlowState) -> Segment {
+        let seq = flow.snd_nxt;
+        Segment {
+            seq,
+            payload: self.nic.payload.0.min(flow.spec.size - seq),
+            header: self.nic.header_bytes,
+        }
+    }
+
+    /// At the congestion control's rate, or line rate without one.
+    #[inline]
+    fn pace(&self, flow: &mut FlowState, cc: &CcParams, now: Time) -> Pace {
+        let line = flow.line_rate.bps() as f64;
+        Pace::Rate(flow.cc.rate(cc, now).unwrap_or(line))
+    }
+
+    /// Every data packet restarts the timer.
+    #[inline]
+    fn timer_on_send(&self, _flow: &FlowState, now: Time) -> Option<Time> {
+        let rto = self.nic.rto;
+        (rto != Time::ZERO).then(|| now + rto)
+    }
+
+    /// Accept in order, NACK on a gap, re-ACK duplicates.
+    #[inline]
+    fn on_data(
+        &mut self,
+        flow: &mut FlowState,
+        pkt: &Packet,
+        now: Time,
+        totals: &mut NicTotals,
+    ) -> Option<Packet> {
+        let nic = &self.nic;
+        let payload = pkt.payload as u64;
+        let (kind, cnp, ce) = if pkt.seq == flow.expected {
+            flow.expected += payload;
+            totals.bytes_delivered += payload;
+            totals.data_packets_delivered += 1;
+            flow.unacked_packets += 1;
+            flow.unacked_ce |= pkt.ce();
+            // The flow's size (on its second line) is read only between ACKs.
+            if flow.unacked_packets < nic.ack_interval && flow.expected < flow.spec.size {
+                return None;
+            }
+            let cnp = flow.unacked_ce;
+            flow.unacked_packets = 0;
+            flow.unacked_ce = false;
+            // An ACK's ECN echo is its CNP flag: the marks of the packets it covers.
+            (PacketKind::Ack, cnp, cnp)
+        } else if pkt.seq > flow.expected {
+            totals.payload_discarded += payload;
+            flow.ooo_arrivals += 1;
+            let degree = (pkt.seq - flow.expected).div_ceil(nic.payload.0);
+            flow.max_ooo_degree = flow.max_ooo_degree.max(degree as u32);
+            totals.ood.record(degree);
+            if now < flow.nack_allowed_at && flow.last_nack == flow.expected {
+                return None;
+            }
+            flow.last_nack = flow.expected;
+            flow.nack_allowed_at = now + nic.nack_interval;
+            (PacketKind::Nack, pkt.ce() || nic.cnp_on_nack, pkt.ce())
+        } else {
+            // Duplicate (already received): ACK again.
+            totals.payload_discarded += payload;
+            (PacketKind::Ack, pkt.ce(), pkt.ce())
+        };
+        let mut reply = pkt.reply(kind, nic.control_bytes);
+        reply.seq = flow.expected;
+        reply.set_cnp(cnp);
+        reply.set_ce(ce);
+        Some(reply)
+    }
+
+    /// Cumulative ACK; a NACK goes back to the first unacknowledged byte; the timer restarts
+    /// while data is outstanding; the NIC is asked to send after every ACK.
+    #[inline]
+    fn on_ack(
+        &mut self,
+        flow: &mut FlowState,
+        _cc: &CcParams,
+        pkt: &Packet,
+        now: Time,
+    ) -> AckOutcome {
+        let newly_acked = pkt.seq.saturating_sub(flow.snd_una);
+        flow.snd_una = flow.snd_una.max(pkt.seq);
+        let nack = pkt.kind == PacketKind::Nack;
+        let outstanding = flow.snd_una < flow.high_sent;
+        AckOutcome {
+            newly_acked,
+            loss: nack,
+            go_back: nack,
+            timer: outstanding.then(|| self.timer_on_send(flow, now)).flatten(),
+            send: false,
+            kick: true,
+        }
+    }
+
+    fn on_timeout(&mut self, flow: &mut FlowState, now: Time) {
+        flow.rto_deadline = now + self.nic.rto;
+    }
+
+    /// The congestion control's rate and target, or line rate.
+    fn observe(&self, flow: &FlowState, cc: &CcParams, now: Time) -> Observation {
+        let reading = flow.cc.observe(cc, now);
+        Observation {
+            rate: reading.map_or(flow.line_rate.bps() as f64, |r| r.rate),
+            target: reading.and_then(|r| r.target),
+            cwnd: None,
+        }
+    }
+}
