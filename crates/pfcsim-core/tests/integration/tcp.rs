@@ -1,6 +1,6 @@
 //! TCP (NewReno, DCTCP) and lossy drop-tail switches end to end: each test fails if the
 //! mechanism it names is removed. Loss recovery with chosen packets dropped is tested in
-//! `src/sim/tcp_tests.rs` (it needs a hook inside the simulation).
+//! `src/transport/tcp/tests.rs` (it needs a hook inside the simulation).
 
 use crate::testing::{self, flow, port, sum_flows, until_done};
 use pfcsim_core::cc::CcConfig;
