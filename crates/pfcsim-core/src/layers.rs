@@ -22,6 +22,13 @@
 //! root's (the check sees the paths as written). A cycle is reported with the imports that
 //! form it, file and line; the cure is to move the shared item into one of the files, into the
 //! root, or into a new file both use.
+//!
+//! The core names no plug-in: the code of `sim/` (but `sim/config.rs`, whose `FabricConfig`
+//! holds the spec's tables) names no public item of a plug-in's file (a file or folder of
+//! `transport/`, `cc/` or `mmu/` other than the folder's root and `transport/flow.rs`, the
+//! state every transport shares), and no variant of the registries' enums (`Protocol::Tcp`,
+//! `Cc::Dcqcn`, `PfcModel::Egress`, `Mmu::Egress`, `CcConfig::None`, `TransportKind::Roce`):
+//! it asks the plug-ins through their interfaces ([`PLUG_IN_FOLDERS`], [`REGISTRY_ENUMS`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -124,6 +131,93 @@ fn check_file(file: &str, module: &str, text: &str) -> Vec<String> {
             "{file}:{line}: `{import}`: {rule}; a module may use only modules of lower layers \
              (LAYERS in src/layers.rs, docs/architecture.md)"
         ));
+    }
+    breaches
+}
+
+/// The folders whose children are plug-ins (one file or sub-folder each), and the files among
+/// them that are not (shared by every plug-in of the folder).
+const PLUG_IN_FOLDERS: &[&str] = &["transport", "cc", "mmu"];
+const SHARED_FILES: &[&str] = &["transport/flow.rs"];
+
+/// The enums whose variants name the registered plug-ins.
+const REGISTRY_ENUMS: &[&str] = &[
+    "Protocol",
+    "Cc",
+    "CcConfig",
+    "PfcModel",
+    "Mmu",
+    "TransportKind",
+];
+
+/// The public items (`pub struct`, `enum`, `fn`, `const`, `type`, `trait`) declared at the
+/// start of a line of `code`.
+fn public_items(code: &str) -> Vec<String> {
+    let kinds = ["struct ", "enum ", "fn ", "const ", "type ", "trait "];
+    code.lines()
+        .filter_map(|line| line.strip_prefix("pub "))
+        .filter_map(|rest| kinds.iter().find_map(|k| rest.strip_prefix(k)))
+        .map(|name| {
+            name.chars()
+                .take_while(|&c| is_ident(c))
+                .collect::<String>()
+        })
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// Where the code of the core (`sim/`, but `sim/config.rs`) names a plug-in among `files`
+/// (path under `src/`, text): an item of a plug-in's files, or a variant of a registry enum.
+fn core_names_of_plug_ins(files: &[(String, String)]) -> Vec<String> {
+    let plug_in = |rel: &str| {
+        let mut parts = rel.split('/');
+        let (folder, child) = (parts.next().unwrap_or(""), parts.next());
+        PLUG_IN_FOLDERS.contains(&folder)
+            && child.is_some_and(|c| c != "mod.rs")
+            && !SHARED_FILES.contains(&rel)
+    };
+    let mut items: Vec<(String, &str)> = files
+        .iter()
+        .filter(|(rel, _)| plug_in(rel) && !is_test_file(rel))
+        .flat_map(|(rel, text)| {
+            let items = public_items(&checked_code(text));
+            items.into_iter().map(move |item| (item, rel.as_str()))
+        })
+        .collect();
+    items.sort();
+    items.dedup_by(|a, b| a.0 == b.0);
+    let mut breaches = Vec::new();
+    for (rel, text) in files {
+        if !rel.starts_with("sim/") || rel == "sim/config.rs" || is_test_file(rel) {
+            continue;
+        }
+        let code = checked_code(text);
+        for (n, line) in code.lines().enumerate() {
+            let tokens: Vec<&str> = line.split(|c: char| !is_ident(c)).collect();
+            let mut named: Vec<String> = items
+                .iter()
+                .filter(|(item, _)| tokens.contains(&item.as_str()))
+                .map(|(item, from)| format!("`{item}` (src/{from})"))
+                .collect();
+            for e in REGISTRY_ENUMS {
+                for (at, _) in line.match_indices(&format!("{e}::")) {
+                    let before = line[..at].chars().next_back();
+                    let after = line[at + e.len() + 2..].chars().next();
+                    if !before.is_some_and(is_ident) && after.is_some_and(|c| c.is_uppercase()) {
+                        named.push(format!("a variant of `{e}`"));
+                    }
+                }
+            }
+            if !named.is_empty() {
+                breaches.push(format!(
+                    "src/{rel}:{}: `{}` names {}: the core asks plug-ins through their \
+                     interfaces (src/layers.rs, docs/architecture.md)",
+                    n + 1,
+                    line.trim(),
+                    named.join(", ")
+                ));
+            }
+        }
     }
     breaches
 }
@@ -438,6 +532,52 @@ mod tests {
         );
         let breaches = check_folders(&files);
         assert!(breaches.is_empty(), "\n{}", breaches.join("\n"));
+    }
+
+    #[test]
+    fn the_core_names_no_transport_congestion_control_or_pfc_model() {
+        let files = sources();
+        let breaches = core_names_of_plug_ins(&files);
+        assert!(breaches.is_empty(), "\n{}", breaches.join("\n"));
+    }
+
+    #[test]
+    fn a_plug_in_named_in_the_core_is_reported() {
+        let files = files(&[
+            (
+                "transport/mod.rs",
+                "pub struct Transports;\npub enum Protocol { A }\n",
+            ),
+            ("transport/flow.rs", "pub struct FlowState;\n"),
+            (
+                "transport/tcp/mod.rs",
+                "pub struct Tcp;\npub fn window() {}\n",
+            ),
+            (
+                "sim/config.rs",
+                "pub struct FabricConfig { tcp: crate::transport::Tcp }\n",
+            ),
+            (
+                "sim/host.rs",
+                "use crate::transport::{FlowState, Tcp};\n\
+                 // a Tcp in a comment\n\
+                 fn f(p: Protocol) -> bool { p == Protocol::A }\n\
+                 fn g(t: &Transports) {}\n",
+            ),
+        ]);
+        let breaches = core_names_of_plug_ins(&files);
+        assert_eq!(breaches.len(), 2, "{breaches:?}");
+        assert!(
+            breaches[0].starts_with(
+                "src/sim/host.rs:1: `use crate::transport::{FlowState, Tcp};` names `Tcp` \
+                 (src/transport/tcp/mod.rs)"
+            ),
+            "{breaches:?}"
+        );
+        assert!(
+            breaches[1].contains("names a variant of `Protocol`"),
+            "{breaches:?}"
+        );
     }
 
     #[test]
