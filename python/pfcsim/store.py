@@ -93,8 +93,8 @@ INCAST_TOTALS = {
 }
 
 #: Columns the tables of a run folder gained after their first version, with their DuckDB
-#: types (from the history of the Parquet writers, crates/pfcsim-core/src/output/writers.rs:
-#: a column added there goes here too). The index has every one of them, NULL for the runs of
+#: types (from the history of the records, crates/pfcsim-core/src/metrics.rs: a column added
+#: to a record goes here too). The index has every one of them, NULL for the runs of
 #: older versions, so the totals above and queries naming them work on a store of old runs.
 ADDED_COLUMNS: dict[str, dict[str, str]] = {
     "flows": {

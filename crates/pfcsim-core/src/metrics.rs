@@ -1,132 +1,151 @@
 //! What a run measures: one record per flow, one per port, and run-wide counters.
 //!
-//! The definitions here are the single source of truth for every number pfcsim reports; the
-//! column documentation in `docs/metrics.md` is written from them.
+//! The definitions here are the single source of truth for every number pfcsim reports: a
+//! record written as a Parquet table is declared with `record!` (`table.rs`), which makes its
+//! columns from its fields; the column documentation in `docs/metrics.md` is written from
+//! them.
 
 mod coflows;
+pub mod table;
 pub use coflows::{coflow_records, coflow_stats, CoflowRecord, CoflowStats};
+use table::record;
 
-/// Everything measured about one flow.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FlowRecord {
-    /// Index of the flow in the run's flow table (0-based, in order of start time).
-    pub flow_id: u32,
-    /// Which traffic source made the flow (`poisson`, `incast`, `background`, `scripted`, `flow_file`, `coflow`, `permutation`).
-    pub source: &'static str,
-    /// Index of the `[[traffic]]` entry that made the flow.
-    pub generator: u16,
-    /// The flow's coflow (`None`: in no coflow).
-    pub coflow: Option<u32>,
-    pub src: u32,
-    pub dst: u32,
-    /// UDP ports of the queue pair (the entropy ECMP hashes on).
-    pub sport: u16,
-    pub dport: u16,
-    pub priority: u8,
-    pub size_bytes: u64,
-    /// When the sender's NIC was handed the flow.
-    pub start_ps: u64,
-    /// When the sender received the acknowledgement of the last byte (`None`: not finished
-    /// when the run ended).
-    pub finish_ps: Option<u64>,
-    /// Flow completion time: `finish - start` (as measured by the ns-3 RDMA simulators).
-    pub fct_ps: Option<u64>,
-    /// FCT of the same flow alone in the fabric on its shortest path: store-and-forward
-    /// pipeline of its packets plus the return of the final ACK.
-    pub ideal_fct_ps: u64,
-    /// `fct / ideal_fct`. At least 1 up to rounding when the representative path (the fastest
-    /// link at every hop) is the fastest path, as in any fabric with uniform link rates.
-    pub slowdown: Option<f64>,
-    /// Data packets put on the wire by the sender, first transmissions and retransmissions.
-    pub packets_sent: u64,
-    /// Payload bytes sent again after a go-back-N or a timeout.
-    pub retransmitted_bytes: u64,
-    /// NACKs the sender received.
-    pub nacks_received: u32,
-    /// Retransmission timeouts that fired.
-    pub timeouts: u32,
-    /// ACKs/NACKs with the congestion-notification flag the sender received.
-    pub cnps_received: u32,
-    /// Data packets of the flow that reached the receiver: in order, out of order and
-    /// duplicates, first transmissions and retransmitted copies.
-    pub packets_received: u64,
-    /// Data packets that reached the receiver ahead of the next expected sequence number.
-    pub ooo_arrivals: u64,
-    /// Largest distance, in packets, between an out-of-order arrival and the expected sequence.
-    pub max_ooo_degree: u32,
-    /// Data packets of the flow that reached the receiver after waiting at least once in a
-    /// queue paused by PFC.
-    pub pfc_paused_packets: u64,
-    /// Sum, over the flow's data packets that reached the receiver (in order or not), of the
-    /// time each waited in PFC-paused queues (to the nanosecond). At the sender's NIC this
-    /// counts the time the NIC port was paused for the flow's priority since its previous
-    /// packet, an upper bound when the flow was also held back by pacing.
-    pub pfc_wait_total_ps: u64,
-    /// Longest time a single data packet of the flow waited in PFC-paused queues.
-    pub pfc_wait_max_ps: u64,
-    /// `pfc_paused_packets > 0`: the flow was held up by PFC at least once.
-    pub stalled: bool,
-    /// Distinct paths (sequences of egress ports) the flow's data packets took, counted exactly
-    /// up to 8 and saturating there.
-    pub paths_used: u8,
-    /// Data packets that arrived over a different path than the previous one of the flow.
-    pub path_changes: u32,
-    /// The flow's transport: `roce` or `tcp`.
-    pub transport: &'static str,
-    /// TCP: segments sent again by fast retransmit and by NewReno's partial-ACK
-    /// retransmissions during fast recovery (0 for RoCE flows, which count `nacks_received`).
-    pub fast_retransmits: u32,
-    /// TCP: duplicate ACKs the sender received (0 for RoCE flows).
-    pub dup_acks: u32,
+/// Picoseconds as microseconds, the unit of the `_us` columns and of the FCT summary.
+pub fn ps_to_us(ps: u64) -> f64 {
+    ps as f64 / 1e6
 }
 
-/// Everything measured about one egress port (one direction of a link).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PortRecord {
-    /// Node that owns the port.
-    pub node: u32,
-    /// Index of the port on its node.
-    pub port: u16,
-    /// Node at the far end of the link.
-    pub peer: u32,
-    /// `true` if the node is a switch, `false` for a host NIC.
-    pub is_switch: bool,
-    pub rate_bps: u64,
-    pub delay_ps: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    /// PFC PAUSE frames this port sent (because its node's ingress buffer for this port filled).
-    pub pfc_pauses_sent: u64,
-    /// PFC RESUME frames this port sent.
-    pub pfc_resumes_sent: u64,
-    /// PFC PAUSE frames received by this port (they stop its egress).
-    pub pfc_pauses_received: u64,
-    /// Total time during which at least one priority of this port's egress was paused.
-    pub paused_time_ps: u64,
-    /// Largest egress-queue occupancy seen, all priorities together, in bytes.
-    pub peak_queue_bytes: u64,
-    /// Time-average egress-queue occupancy from the first flow's start to the end of the run,
-    /// all priorities together, in bytes.
-    pub mean_queue_bytes: f64,
-    /// Data packets marked with ECN CE at dequeue.
-    pub ecn_marks: u64,
-    /// Packets dropped on arrival because the buffer was full (lossy mode, or headroom overrun).
-    pub drops: u64,
-    /// Data packets dropped on arrival because this egress queue was at its drop-tail limit
-    /// (`switch.egress_limit`).
-    pub egress_drops: u64,
-    /// Packets lost to faults here: for a switch port, those that arrived on it and were
-    /// dropped silently, black-holed or found no route, and those on the wire or queued when
-    /// its link went down (see `faults.rs`).
-    pub fault_drops: u64,
-    /// Load-balancing scheme messages (warnings, feedback, probes) this port sent.
-    pub lb_messages_sent: u64,
-    /// Most reorder queues in use at once at this egress (schemes that hold packets at the
-    /// destination ToR, ConWeave; 0 elsewhere).
-    pub reorder_queues_max: u32,
-    /// Time average of the reorder queues in use at this egress, from the first flow's start
-    /// to the end of the run.
-    pub reorder_queues_mean: f64,
+record! {
+    /// Everything measured about one flow.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct FlowRecord {
+        /// Index of the flow in the run's flow table (0-based, in order of start time).
+        pub flow_id: u32,
+        /// Which traffic source made the flow (`poisson`, `incast`, `background`, `scripted`,
+        /// `flow_file`, `coflow`, `permutation`).
+        pub source: &'static str,
+        /// Index of the `[[traffic]]` entry that made the flow.
+        pub generator: u16,
+        /// The flow's coflow (`None`: in no coflow).
+        pub coflow: Option<u32>,
+        pub src: u32,
+        pub dst: u32,
+        /// UDP ports of the queue pair (the entropy ECMP hashes on).
+        pub sport: u16,
+        pub dport: u16,
+        pub priority: u8,
+        pub size_bytes: u64,
+        /// When the sender's NIC was handed the flow.
+        pub start_ps: u64,
+        /// When the sender received the acknowledgement of the last byte (`None`: not finished
+        /// when the run ended).
+        pub finish_ps: Option<u64>,
+        /// Flow completion time: `finish - start` (as measured by the ns-3 RDMA simulators).
+        pub fct_ps: Option<u64>,
+        /// FCT of the same flow alone in the fabric on its shortest path: store-and-forward
+        /// pipeline of its packets plus the return of the final ACK.
+        pub ideal_fct_ps: u64,
+        /// `fct / ideal_fct`. At least 1 up to rounding when the representative path (the
+        /// fastest link at every hop) is the fastest path, as in any fabric with uniform link
+        /// rates.
+        pub slowdown: Option<f64>,
+        /// Data packets put on the wire by the sender, first transmissions and retransmissions.
+        pub packets_sent: u64,
+        /// Payload bytes sent again after a go-back-N or a timeout.
+        pub retransmitted_bytes: u64,
+        /// NACKs the sender received.
+        pub nacks_received: u32,
+        /// Retransmission timeouts that fired.
+        pub timeouts: u32,
+        /// ACKs/NACKs with the congestion-notification flag the sender received.
+        pub cnps_received: u32,
+        /// Data packets of the flow that reached the receiver: in order, out of order and
+        /// duplicates, first transmissions and retransmitted copies.
+        pub packets_received: u64,
+        /// Data packets that reached the receiver ahead of the next expected sequence number.
+        pub ooo_arrivals: u64,
+        /// Largest distance, in packets, between an out-of-order arrival and the expected sequence.
+        pub max_ooo_degree: u32,
+        /// Data packets of the flow that reached the receiver after waiting at least once in a
+        /// queue paused by PFC.
+        pub pfc_paused_packets: u64,
+        /// Sum, over the flow's data packets that reached the receiver (in order or not), of the
+        /// time each waited in PFC-paused queues (to the nanosecond). At the sender's NIC this
+        /// counts the time the NIC port was paused for the flow's priority since its previous
+        /// packet, an upper bound when the flow was also held back by pacing.
+        pub pfc_wait_total_ps: u64,
+        /// Longest time a single data packet of the flow waited in PFC-paused queues.
+        pub pfc_wait_max_ps: u64,
+        /// `pfc_paused_packets > 0`: the flow was held up by PFC at least once.
+        pub stalled: bool,
+        /// Distinct paths (sequences of egress ports) the flow's data packets took, counted exactly
+        /// up to 8 and saturating there.
+        pub paths_used: u8,
+        /// Data packets that arrived over a different path than the previous one of the flow.
+        pub path_changes: u32,
+        /// The flow's transport: `roce` or `tcp`.
+        pub transport: &'static str,
+        /// TCP: segments sent again by fast retransmit and by NewReno's partial-ACK
+        /// retransmissions during fast recovery (0 for RoCE flows, which count `nacks_received`).
+        pub fast_retransmits: u32,
+        /// TCP: duplicate ACKs the sender received (0 for RoCE flows).
+        pub dup_acks: u32,
+    }
+    /// The FCT in microseconds, `fct_ps / 10^6` (`None`: not finished).
+    derived fct_us: Option<f64> = |f| f.fct_ps.map(ps_to_us);
+}
+
+record! {
+    /// Everything measured about one egress port (one direction of a link).
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct PortRecord {
+        /// Node that owns the port.
+        pub node: u32,
+        /// Index of the port on its node.
+        pub port: u16,
+        /// Node at the far end of the link.
+        pub peer: u32,
+        /// `true` if the node is a switch, `false` for a host NIC.
+        pub is_switch: bool,
+        pub rate_bps: u64,
+        pub delay_ps: u64,
+        pub tx_packets: u64,
+        pub tx_bytes: u64,
+        /// PFC PAUSE frames this port sent (because its node's ingress buffer for this port
+        /// filled).
+        pub pfc_pauses_sent: u64,
+        /// PFC RESUME frames this port sent.
+        pub pfc_resumes_sent: u64,
+        /// PFC PAUSE frames received by this port (they stop its egress).
+        pub pfc_pauses_received: u64,
+        /// Total time during which at least one priority of this port's egress was paused.
+        pub paused_time_ps: u64,
+        /// Largest egress-queue occupancy seen, all priorities together, in bytes.
+        pub peak_queue_bytes: u64,
+        /// Time-average egress-queue occupancy from the first flow's start to the end of the
+        /// run, all priorities together, in bytes.
+        pub mean_queue_bytes: f64,
+        /// Data packets marked with ECN CE at dequeue.
+        pub ecn_marks: u64,
+        /// Packets dropped on arrival because the buffer was full (lossy mode, or headroom
+        /// overrun).
+        pub drops: u64,
+        /// Data packets dropped on arrival because this egress queue was at its drop-tail limit
+        /// (`switch.egress_limit`).
+        pub egress_drops: u64,
+        /// Packets lost to faults here: for a switch port, those that arrived on it and were
+        /// dropped silently, black-holed or found no route, and those on the wire or queued when
+        /// its link went down (see `faults.rs`).
+        pub fault_drops: u64,
+        /// Load-balancing scheme messages (warnings, feedback, probes) this port sent.
+        pub lb_messages_sent: u64,
+        /// Most reorder queues in use at once at this egress (schemes that hold packets at the
+        /// destination ToR, ConWeave; 0 elsewhere).
+        pub reorder_queues_max: u32,
+        /// Time average of the reorder queues in use at this egress, from the first flow's start
+        /// to the end of the run.
+        pub reorder_queues_mean: f64,
+    }
 }
 
 /// A change of the number of reorder queues in use at one egress port.
@@ -139,45 +158,80 @@ pub struct ReorderChange {
     pub in_use: u32,
 }
 
-/// A switch found one of its egresses faulty and reported the switch behind it (RLB*'s
-/// failure detection, Algorithm 2 of the RLB paper); the egress is no longer chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AlertRecord {
-    /// When the port was found faulty.
-    pub time_ps: u64,
-    /// The switch that raised the alert.
-    pub node: u32,
-    /// Its local egress port found faulty.
-    pub port: u16,
-    /// The node behind that port, reported as faulty.
-    pub downstream: u32,
+record! {
+    /// A row of `reorder_queues.parquet`: a [`ReorderChange`] with its port's node and index.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct ReorderRow {
+        /// When the count changed.
+        pub time_ps: u64,
+        /// Global index of the port (its row in `ports.parquet`).
+        pub port_id: u32,
+        /// Node that owns the port.
+        pub node: u32,
+        /// Index of the port on its node.
+        pub port: u16,
+        /// Queues in use from `time_ps` on.
+        pub in_use: u32,
+    }
 }
 
-/// One egress of a PFC deadlock (`sim/stall.rs`): a switch's egress paused by the switch at
-/// the other end of its link, in a cycle of such egresses each of which waits on the next
-/// and none of which can ever resume. One row of `deadlocks.parquet` per egress.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeadlockRecord {
-    /// Which deadlock of the run (0, 1, ...: several may be found at once).
-    pub deadlock: u32,
-    /// When the check that found it ran.
-    pub detected_ps: u64,
-    /// When it formed: the latest start of its egresses' pauses, from which on all of them
-    /// were paused.
-    pub formed_ps: u64,
-    /// The switch of the paused egress.
-    pub node: u32,
-    /// Its local port index (as `ports.parquet`'s `port`).
-    pub port: u16,
-    /// The switch at the other end of the link, which paused it.
-    pub peer: u32,
-    /// The paused priority.
-    pub priority: u8,
-    /// When this egress's pause began.
-    pub paused_since_ps: u64,
-    /// Bytes the peer's ingress for this link holds that wait in other egresses of the
-    /// deadlock (queued bytes, wire size).
-    pub stuck_bytes: u64,
+impl ReorderRow {
+    /// The row of `change`, whose port is `ports[change.port_id]`.
+    pub fn new(change: &ReorderChange, ports: &[PortRecord]) -> Self {
+        let port = &ports[change.port_id as usize];
+        ReorderRow {
+            time_ps: change.time_ps,
+            port_id: change.port_id,
+            node: port.node,
+            port: port.port,
+            in_use: change.in_use,
+        }
+    }
+}
+
+record! {
+    /// A switch found one of its egresses faulty and reported the switch behind it (RLB*'s
+    /// failure detection, Algorithm 2 of the RLB paper); the egress is no longer chosen.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct AlertRecord {
+        /// When the port was found faulty.
+        pub time_ps: u64,
+        /// The switch that raised the alert.
+        pub node: u32,
+        /// Its local egress port found faulty.
+        pub port: u16,
+        /// The node behind that port, reported as faulty.
+        pub downstream: u32,
+    }
+}
+
+record! {
+    /// One egress of a PFC deadlock (`sim/stall.rs`): a switch's egress paused by the switch at
+    /// the other end of its link, in a cycle of such egresses each of which waits on the next
+    /// and none of which can ever resume. One row of `deadlocks.parquet` per egress.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DeadlockRecord {
+        /// Which deadlock of the run (0, 1, ...: several may be found at once).
+        pub deadlock: u32,
+        /// When the check that found it ran.
+        pub detected_ps: u64,
+        /// When it formed: the latest start of its egresses' pauses, from which on all of them
+        /// were paused.
+        pub formed_ps: u64,
+        /// The switch of the paused egress.
+        pub node: u32,
+        /// Its local port index (as `ports.parquet`'s `port`).
+        pub port: u16,
+        /// The switch at the other end of the link, which paused it.
+        pub peer: u32,
+        /// The paused priority.
+        pub priority: u8,
+        /// When this egress's pause began.
+        pub paused_since_ps: u64,
+        /// Bytes the peer's ingress for this link holds that wait in other egresses of the
+        /// deadlock (queued bytes, wire size).
+        pub stuck_bytes: u64,
+    }
 }
 
 /// What the monitors of a run (`[[monitor]]` entries) recorded, one list per kind; `None`: no
@@ -194,91 +248,101 @@ pub struct MonitorOutput {
     pub pfc_events_dropped: u64,
 }
 
-/// The buffer use of one (switch port, priority) at one time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QueueSample {
-    pub monitor: u16,
-    pub time_ps: u64,
-    pub node: u32,
-    pub port: u16,
-    pub priority: u8,
-    /// Bytes waiting in the port's egress queue of this priority (wire bytes).
-    pub egress_bytes: u64,
-    /// Bytes of this priority that arrived on this port and are still in the switch, as its
-    /// buffer charges them to the port (reserve, shared pool and headroom).
-    pub ingress_bytes: u64,
-    /// The value of `ingress_bytes` at which the switch sends PAUSE out of this port: the
-    /// reserve plus the current XOFF threshold (dynamic or static).
-    pub xoff_bytes: u64,
+record! {
+    /// The buffer use of one (switch port, priority) at one time.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct QueueSample {
+        pub monitor: u16,
+        pub time_ps: u64,
+        pub node: u32,
+        pub port: u16,
+        pub priority: u8,
+        /// Bytes waiting in the port's egress queue of this priority (wire bytes).
+        pub egress_bytes: u64,
+        /// Bytes of this priority that arrived on this port and are still in the switch, as its
+        /// buffer charges them to the port (reserve, shared pool and headroom).
+        pub ingress_bytes: u64,
+        /// The value of `ingress_bytes` at which the switch sends PAUSE out of this port: the
+        /// reserve plus the current XOFF threshold (dynamic or static).
+        pub xoff_bytes: u64,
+    }
 }
 
-/// A PFC frame sent or received at a port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PfcEvent {
-    pub monitor: u16,
-    pub time_ps: u64,
-    pub node: u32,
-    pub port: u16,
-    /// The node at the far end of the port's link.
-    pub peer: u32,
-    pub priority: u8,
-    /// `"sent"`: the switch queued the frame out of this port (its buffer for traffic arriving
-    /// on the port crossed XOFF or came back to XON); `"received"`: the frame arrived and
-    /// stops (PAUSE) or restarts (RESUME) this port's egress.
-    pub direction: &'static str,
-    /// `"pause"` or `"resume"`.
-    pub frame: &'static str,
-    /// For a RESUME: the time since the PAUSE it ends (sent: since that PAUSE was queued;
-    /// received: the time the egress was paused). `None` for a PAUSE.
-    pub duration_ps: Option<u64>,
+record! {
+    /// A PFC frame sent or received at a port.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct PfcEvent {
+        pub monitor: u16,
+        pub time_ps: u64,
+        pub node: u32,
+        pub port: u16,
+        /// The node at the far end of the port's link.
+        pub peer: u32,
+        pub priority: u8,
+        /// `"sent"`: the switch queued the frame out of this port (its buffer for traffic arriving
+        /// on the port crossed XOFF or came back to XON); `"received"`: the frame arrived and
+        /// stops (PAUSE) or restarts (RESUME) this port's egress.
+        pub direction: &'static str,
+        /// `"pause"` or `"resume"`.
+        pub frame: &'static str,
+        /// For a RESUME: the time since the PAUSE it ends (sent: since that PAUSE was queued;
+        /// received: the time the egress was paused). `None` for a PAUSE.
+        pub duration_ps: Option<u64>,
+    }
 }
 
-/// A flow's sending rate and progress at one time.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RateSample {
-    pub monitor: u16,
-    pub time_ps: u64,
-    pub flow_id: u32,
-    /// RoCE: the rate the queue pair paces at (DCQCN's current rate; the line rate without
-    /// congestion control). TCP: the rate its window allows, cwnd over the smoothed RTT (at
-    /// most the line rate). Bit/s.
-    pub rate_bps: f64,
-    /// DCQCN's target rate, bit/s (`None` without congestion control, and for TCP).
-    pub target_bps: Option<f64>,
-    /// TCP's congestion window, bytes (`None` for RoCE).
-    pub cwnd_bytes: Option<u64>,
-    /// Bytes acknowledged so far (the sender's first unacknowledged byte).
-    pub acked_bytes: u64,
-    /// CNP-flagged ACKs and NACKs received so far.
-    pub cnps: u32,
+record! {
+    /// A flow's sending rate and progress at one time.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct RateSample {
+        pub monitor: u16,
+        pub time_ps: u64,
+        pub flow_id: u32,
+        /// RoCE: the rate the queue pair paces at (DCQCN's current rate; the line rate without
+        /// congestion control). TCP: the rate its window allows, cwnd over the smoothed RTT (at
+        /// most the line rate). Bit/s.
+        pub rate_bps: f64,
+        /// DCQCN's target rate, bit/s (`None` without congestion control, and for TCP).
+        pub target_bps: Option<f64>,
+        /// TCP's congestion window, bytes (`None` for RoCE).
+        pub cwnd_bytes: Option<u64>,
+        /// Bytes acknowledged so far (the sender's first unacknowledged byte).
+        pub acked_bytes: u64,
+        /// CNP-flagged ACKs and NACKs received so far.
+        pub cnps: u32,
+    }
 }
 
-/// The bytes a port sent over one interval.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LinkUtilSample {
-    pub monitor: u16,
-    /// End of the interval.
-    pub time_ps: u64,
-    pub node: u32,
-    pub port: u16,
-    pub peer: u32,
-    /// Wire bytes of the packets whose transmission started in the interval.
-    pub tx_bytes: u64,
-    /// `tx_bytes` over what the link's rate could send in the interval.
-    pub utilization: f64,
+record! {
+    /// The bytes a port sent over one interval.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct LinkUtilSample {
+        pub monitor: u16,
+        /// End of the interval.
+        pub time_ps: u64,
+        pub node: u32,
+        pub port: u16,
+        pub peer: u32,
+        /// Wire bytes of the packets whose transmission started in the interval.
+        pub tx_bytes: u64,
+        /// `tx_bytes` over what the link's rate could send in the interval.
+        pub utilization: f64,
+    }
 }
 
-/// One value a switch's load-balancing scheme exposes (`SwitchScheme::samples`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SchemeSample {
-    pub monitor: u16,
-    pub time_ps: u64,
-    pub node: u32,
-    /// The signal's name, chosen by the scheme (each scheme's page lists its own).
-    pub signal: &'static str,
-    /// Which instance of the signal (a port, a path), as the scheme numbers them.
-    pub key: u32,
-    pub value: f64,
+record! {
+    /// One value a switch's load-balancing scheme exposes (`SwitchScheme::samples`).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct SchemeSample {
+        pub monitor: u16,
+        pub time_ps: u64,
+        pub node: u32,
+        /// The signal's name, chosen by the scheme (each scheme's page lists its own).
+        pub signal: &'static str,
+        /// Which instance of the signal (a port, a path), as the scheme numbers them.
+        pub key: u32,
+        pub value: f64,
+    }
 }
 
 /// Run-wide counters.

@@ -1,28 +1,33 @@
 //! Coflow metrics: one record per coflow, and the run-wide coflow completion time and
 //! stalled-flow ratio, made from the flow records of a run with coflows.
 
-use super::FlowRecord;
+use super::table::record;
+use super::{ps_to_us, FlowRecord};
 use std::collections::BTreeMap;
 
-/// Everything measured about one coflow (a row of `coflows.parquet`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CoflowRecord {
-    /// The coflow's id, as in the flows' `coflow` column (unique over the run).
-    pub coflow_id: u32,
-    /// Flows of the coflow.
-    pub flows: u32,
-    /// Flows of the coflow that finished.
-    pub finished_flows: u32,
-    /// Bytes of the coflow (sum of its flows' sizes).
-    pub bytes: u64,
-    /// Arrival: the start of its first flow.
-    pub arrival_ps: u64,
-    /// When its last flow finished (`None`: a flow had not finished when the run ended).
-    pub finish_ps: Option<u64>,
-    /// Coflow completion time, `finish - arrival`.
-    pub cct_ps: Option<u64>,
-    /// Flows of the coflow held up by PFC at least once (their `stalled`).
-    pub stalled_flows: u32,
+record! {
+    /// Everything measured about one coflow (a row of `coflows.parquet`).
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct CoflowRecord {
+        /// The coflow's id, as in the flows' `coflow` column (unique over the run).
+        pub coflow_id: u32,
+        /// Flows of the coflow.
+        pub flows: u32,
+        /// Flows of the coflow that finished.
+        pub finished_flows: u32,
+        /// Bytes of the coflow (sum of its flows' sizes).
+        pub bytes: u64,
+        /// Arrival: the start of its first flow.
+        pub arrival_ps: u64,
+        /// When its last flow finished (`None`: a flow had not finished when the run ended).
+        pub finish_ps: Option<u64>,
+        /// Coflow completion time, `finish - arrival`.
+        pub cct_ps: Option<u64>,
+        /// Flows of the coflow held up by PFC at least once (their `stalled`).
+        pub stalled_flows: u32,
+    }
+    /// The CCT in microseconds, `cct_ps / 10^6` (`None`: not finished).
+    derived cct_us: Option<f64> = |c| c.cct_ps.map(ps_to_us);
 }
 
 /// Run-wide coflow numbers (in `stats.json` only for runs with coflows).

@@ -1,8 +1,8 @@
 //! The FCT summary of a run: flow completion time and slowdown statistics per flow-size
 //! bucket, as a [`Summary`] of [`SummaryRow`]s and as the text table the CLI prints.
 
-use super::ps_to_us;
-use crate::metrics::{nearest_rank, FlowRecord};
+use crate::metrics::table::record;
+use crate::metrics::{nearest_rank, ps_to_us, FlowRecord};
 
 /// Flow-size buckets given by ascending boundaries in bytes. With bounds `b0 < b1 < ... < bk`,
 /// bucket 0 holds sizes below `b0`, bucket `i` (1..=k) sizes in `[b(i-1), bi)` and bucket
@@ -69,46 +69,48 @@ fn decimal_size(bytes: u64) -> String {
     }
 }
 
-/// FCT and slowdown statistics of one group of flows.
-///
-/// `flows` counts every flow of the group, `finished` those that completed. The FCT and
-/// slowdown statistics are over finished flows only (NaN when there are none); quantiles use
-/// [`quantile`]. The three counters (`retransmitted_bytes`, `ooo_arrivals`, `stalled_flows`)
-/// add up over every flow of the group, finished or not.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SummaryRow {
-    /// `all` for every flow, otherwise a [`SizeBuckets::label`].
-    pub bucket: String,
-    /// Flows in the group.
-    pub flows: u64,
-    /// Flows in the group that finished.
-    pub finished: u64,
-    /// Mean FCT in microseconds.
-    pub fct_avg_us: f64,
-    /// Median FCT in microseconds.
-    pub fct_p50_us: f64,
-    /// 95th-percentile FCT in microseconds.
-    pub fct_p95_us: f64,
-    /// 99th-percentile FCT in microseconds.
-    pub fct_p99_us: f64,
-    /// 99.9th-percentile FCT in microseconds.
-    pub fct_p999_us: f64,
-    /// Mean slowdown (FCT / ideal FCT).
-    pub slowdown_avg: f64,
-    /// Median slowdown.
-    pub slowdown_p50: f64,
-    /// 95th-percentile slowdown.
-    pub slowdown_p95: f64,
-    /// 99th-percentile slowdown.
-    pub slowdown_p99: f64,
-    /// 99.9th-percentile slowdown.
-    pub slowdown_p999: f64,
-    /// Sum of the flows' retransmitted payload bytes.
-    pub retransmitted_bytes: u64,
-    /// Sum of the flows' out-of-order arrivals.
-    pub ooo_arrivals: u64,
-    /// Flows held up by PFC at least once.
-    pub stalled_flows: u64,
+record! {
+    /// FCT and slowdown statistics of one group of flows.
+    ///
+    /// `flows` counts every flow of the group, `finished` those that completed. The FCT and
+    /// slowdown statistics are over finished flows only (NaN when there are none); quantiles use
+    /// [`quantile`]. The three counters (`retransmitted_bytes`, `ooo_arrivals`, `stalled_flows`)
+    /// add up over every flow of the group, finished or not.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct SummaryRow {
+        /// `all` for every flow, otherwise a [`SizeBuckets::label`].
+        pub bucket: String,
+        /// Flows in the group.
+        pub flows: u64,
+        /// Flows in the group that finished.
+        pub finished: u64,
+        /// Mean FCT in microseconds.
+        pub fct_avg_us: f64,
+        /// Median FCT in microseconds.
+        pub fct_p50_us: f64,
+        /// 95th-percentile FCT in microseconds.
+        pub fct_p95_us: f64,
+        /// 99th-percentile FCT in microseconds.
+        pub fct_p99_us: f64,
+        /// 99.9th-percentile FCT in microseconds.
+        pub fct_p999_us: f64,
+        /// Mean slowdown (FCT / ideal FCT).
+        pub slowdown_avg: f64,
+        /// Median slowdown.
+        pub slowdown_p50: f64,
+        /// 95th-percentile slowdown.
+        pub slowdown_p95: f64,
+        /// 99th-percentile slowdown.
+        pub slowdown_p99: f64,
+        /// 99.9th-percentile slowdown.
+        pub slowdown_p999: f64,
+        /// Sum of the flows' retransmitted payload bytes.
+        pub retransmitted_bytes: u64,
+        /// Sum of the flows' out-of-order arrivals.
+        pub ooo_arrivals: u64,
+        /// Flows held up by PFC at least once.
+        pub stalled_flows: u64,
+    }
 }
 
 /// The FCT summary of a run: one [`SummaryRow`] for all flows, then one per size bucket.
