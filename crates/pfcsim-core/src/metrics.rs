@@ -2,8 +2,8 @@
 //!
 //! The definitions here are the single source of truth for every number pfcsim reports: a
 //! record written as a Parquet table is declared with `record!` (`table.rs`), which makes its
-//! columns from its fields; the column documentation in `docs/metrics.md` is written from
-//! them.
+//! columns from its fields, and `docs/metrics.md` must document every column (a test of
+//! `output` compares them).
 
 mod coflows;
 pub mod table;

@@ -10,5 +10,7 @@
 //!
 //! `writers.rs` writes the Parquet files, `summary.rs` computes the summary.
 
+#[cfg(test)]
+mod metrics_doc_tests;
 pub mod summary;
 pub mod writers;
