@@ -35,3 +35,6 @@ def workloads() -> list[dict[str, Any]]:
 
 def quantity(text: str) -> tuple[str, int] | None:
     """("time", ps), ("rate", bit/s) or ("size", bytes) of a spec quantity; None otherwise."""
+
+def port_totals() -> list[tuple[str, str, str]]:
+    """(name, aggregate, column) of every port total of a store's `runs` table, in order."""

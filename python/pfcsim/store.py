@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pfcsim import _core
 from pfcsim.results import OPTIONAL_TABLES, TABLES, Results
 from pfcsim.sweep import POINT_FILE, finished_keys, unreadable_run
 
@@ -46,20 +47,16 @@ INDEX_FILE = "index.duckdb"
 #: The file locked while a process has the index open (see `Store.connect`).
 INDEX_LOCK_FILE = "index.lock"
 
+
+def _port_total(name: str, aggregate: str, column: str) -> str:
+    """The SQL of a port total: `aggregate(column)`, in µs for a `_us` total of a `_ps` column."""
+    sql = f"{aggregate}({column})"
+    return f"{sql} / 1e6" if name.endswith("_us") and column.endswith("_ps") else sql
+
+
 #: Totals over a run's ports and flows added to the `runs` table: column -> SQL aggregate.
-PORT_TOTALS = {
-    "pfc_pauses": "sum(pfc_pauses_sent)",
-    "pfc_paused_time_us": "sum(paused_time_ps) / 1e6",
-    "ecn_marks": "sum(ecn_marks)",
-    "port_drops": "sum(drops)",
-    "lb_messages": "sum(lb_messages_sent)",
-    # The largest occupancy any egress reached (all its priorities together).
-    "peak_queue_bytes": "max(peak_queue_bytes)",
-    # Reorder queues (schemes that hold packets at the destination ToR): the most any egress
-    # had in use at once, and the largest time average of an egress.
-    "reorder_queues_max": "max(reorder_queues_max)",
-    "reorder_queues_mean": "max(reorder_queues_mean)",
-}
+#: The port totals are defined with the port record (`PORT_TOTALS` in the core's `metrics.rs`).
+PORT_TOTALS = {name: _port_total(name, *total) for name, *total in _core.port_totals()}
 #: (Totals of retransmitted bytes, out-of-order arrivals and stalled flows come with the
 #: summary's `all` row.)
 FLOW_TOTALS = {

@@ -3,7 +3,8 @@
 //! The definitions here are the single source of truth for every number pfcsim reports: a
 //! record written as a Parquet table is declared with `record!` (`table.rs`), which makes its
 //! columns from its fields, and `docs/metrics.md` must document every column (a test of
-//! `output` compares them).
+//! `output` compares them). The totals a results store takes over the ports are
+//! [`PORT_TOTALS`].
 
 mod coflows;
 pub mod table;
@@ -145,6 +146,45 @@ record! {
         /// Time average of the reorder queues in use at this egress, from the first flow's start
         /// to the end of the run.
         pub reorder_queues_mean: f64,
+    }
+}
+
+/// A run-wide total of a port column, which a results store adds to its `runs` table
+/// (`python/pfcsim/store.py`): `aggregate(column)` over the run's ports, in microseconds
+/// (divided by 10^6) when a total named `_us` folds a column in picoseconds (`_ps`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortTotal {
+    /// The total's column in `runs`.
+    pub name: &'static str,
+    /// The SQL aggregate: `sum` or `max`.
+    pub aggregate: &'static str,
+    /// The [`PortRecord`] field (column of `ports.parquet`) it folds.
+    pub column: &'static str,
+}
+
+/// The port totals of a run, in the order of their columns in a results store's `runs` table
+/// (`docs/sweeps.md`).
+pub const PORT_TOTALS: &[PortTotal] = &[
+    PortTotal::new("pfc_pauses", "sum", "pfc_pauses_sent"),
+    PortTotal::new("pfc_paused_time_us", "sum", "paused_time_ps"),
+    PortTotal::new("ecn_marks", "sum", "ecn_marks"),
+    PortTotal::new("port_drops", "sum", "drops"),
+    PortTotal::new("lb_messages", "sum", "lb_messages_sent"),
+    // The largest occupancy any egress reached (all its priorities together).
+    PortTotal::new("peak_queue_bytes", "max", "peak_queue_bytes"),
+    // Reorder queues (schemes that hold packets at the destination ToR): the most any egress
+    // had in use at once, and the largest time average of an egress.
+    PortTotal::new("reorder_queues_max", "max", "reorder_queues_max"),
+    PortTotal::new("reorder_queues_mean", "max", "reorder_queues_mean"),
+];
+
+impl PortTotal {
+    const fn new(name: &'static str, aggregate: &'static str, column: &'static str) -> Self {
+        PortTotal {
+            name,
+            aggregate,
+            column,
+        }
     }
 }
 
@@ -664,6 +704,29 @@ mod tests {
         h.record(20_000);
         // Rank 2 of 4 is in the 10,000 bucket, whose last degree is 10,111.
         assert_eq!((h.quantile(0.5), h.max()), (10_111, 20_000));
+    }
+
+    #[test]
+    fn port_totals_fold_numeric_port_columns_keeping_their_unit() {
+        use table::Table;
+        let schema = PortRecord::schema();
+        for total in PORT_TOTALS {
+            let field = schema
+                .field_with_name(total.column)
+                .unwrap_or_else(|_| panic!("{}: {} is no port column", total.name, total.column));
+            assert!(field.data_type().is_numeric(), "{}", total.column);
+            assert!(["sum", "max"].contains(&total.aggregate), "{total:?}");
+            // `_ps` columns make `_us` totals (the store divides them by 10^6), and only they.
+            assert_eq!(
+                total.column.ends_with("_ps"),
+                total.name.ends_with("_us"),
+                "{total:?}"
+            );
+        }
+        let mut names: Vec<&str> = PORT_TOTALS.iter().map(|t| t.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), PORT_TOTALS.len(), "a total is named twice");
     }
 
     fn port(peer: u32, paused_time_ps: u64, pfc_pauses_sent: u64) -> PortRecord {

@@ -11,6 +11,7 @@
 use pfcsim_core::cdf::FlowSizeCdf;
 use pfcsim_core::engine::Fingerprint;
 use pfcsim_core::lb::registry;
+use pfcsim_core::metrics::PORT_TOTALS;
 use pfcsim_core::run::{build_simulation, run_scenario, stats_json, summarize, write_run_dir};
 use pfcsim_core::spec::{self, Spec};
 use pfcsim_core::units::{Bytes, Rate, Time};
@@ -327,6 +328,18 @@ fn quantity(text: &str) -> Option<(&'static str, u64)> {
     text.parse::<Bytes>().ok().map(|b| ("size", b.0))
 }
 
+/// The totals over a run's ports that a results store adds to its `runs` table, in column
+/// order, as `(name, aggregate, column)`: `aggregate` (`sum` or `max`) of the `ports.parquet`
+/// column, in microseconds when a total named `_us` folds a column in picoseconds
+/// (`metrics::PORT_TOTALS`).
+#[pyfunction]
+fn port_totals() -> Vec<(&'static str, &'static str, &'static str)> {
+    PORT_TOTALS
+        .iter()
+        .map(|t| (t.name, t.aggregate, t.column))
+        .collect()
+}
+
 #[pymodule]
 #[pyo3(name = "_core")]
 fn pfcsim_core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -337,5 +350,6 @@ fn pfcsim_core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schemes, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(quantity, m)?)?;
+    m.add_function(wrap_pyfunction!(port_totals, m)?)?;
     Ok(())
 }
