@@ -12,8 +12,8 @@ the number of hosts.
     benches/scale.py --cases r1,fat-tree-128       # a subset
     benches/scale.py --binary OTHER/pfcsim-rs      # another build, to compare two
     benches/scale.py --table A.json B.json         # the table of recorded runs, nothing run
-    benches/scale.py --table A.json --plot docs/img/scale.png
-    benches/scale.py --table BEFORE.json AFTER.json --plot docs/img/scale.png   # two builds
+    benches/scale.py --table A.json --plot benches/img/scale.png
+    benches/scale.py --table BEFORE.json AFTER.json --plot benches/img/scale.png   # two builds
 
 Only the Python standard library is needed to run the suite; `--plot` needs matplotlib.
 Speed is read from CPU time, never asserted: the machine may be shared.

@@ -1,4 +1,4 @@
-"""The tables of docs/transport-tcp-compare.md, from a store of `transport/compare(-r1)`.
+"""The tables of docs/results/transport/compare.md, from a store of `transport/compare(-r1)`.
 
     python experiments/transport/tables.py results/reproduce/transport/compare
     python experiments/transport/tables.py results/reproduce/transport/compare-r1

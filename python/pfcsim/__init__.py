@@ -1,7 +1,7 @@
 """pfcsim: a packet-level simulator of lossless (PFC, RoCEv2) datacenter fabrics.
 
-Run a scenario from a TOML spec file or a dict with the same structure (docs/spec.md) and get
-its results as pandas or polars DataFrames:
+Run a scenario from a TOML spec file or a dict with the same structure (docs/reference/spec.md) and
+get its results as pandas or polars DataFrames:
 
     >>> import pfcsim
     >>> res = pfcsim.run("scenarios/quickstart.toml")

@@ -40,7 +40,7 @@ class IncompleteRunError(RuntimeError):
     """A run that a guard of its `[run]` table ended early, or that stalled.
 
     The guards are `max_events` and `max_sim_time`; a stall is a PFC deadlock
-    (`deadlock_check`) or no progress (`no_progress`), docs/spec.md "Guards". The message
+    (`deadlock_check`) or no progress (`no_progress`), docs/reference/spec.md "Guards". The message
     says which, where the run stood and what to do; `results` holds what the run measured up
     to there (its run folder is written, with `stats["incomplete"]`, and a deadlock's
     egresses in `results.deadlocks`).
@@ -62,7 +62,7 @@ def run(
 ) -> Results:
     """Runs one scenario and returns its results.
 
-    `spec` is a path to a TOML spec file or the same structure as a dict (docs/spec.md).
+    `spec` is a path to a TOML spec file or the same structure as a dict (docs/reference/spec.md).
     `out` is the run folder to write (created if needed, files overwritten); without it the
     results are only kept in memory. `progress` is True for a progress bar on stderr, or a
     callable given the simulated time in seconds from time to time. Relative paths inside the
@@ -97,7 +97,7 @@ def sweep(
     progress: bool = False,
     base_dir: str | os.PathLike[str] | None = None,
 ) -> SweepReport:
-    """Runs a sweep (docs/sweeps.md) into a results store and indexes it.
+    """Runs a sweep (docs/guides/sweeps.md) into a results store and indexes it.
 
     `spec` is a sweep spec file or dict. `out` is the store folder (default
     `results/<sweep name>`). Points run on `workers` local processes (default: one per CPU),

@@ -1,7 +1,7 @@
 """`pfcsim`: run, sweep, validate and inspect scenarios, tabulate and plot results.
 
 `run`, `validate`, `schemes` and `workloads` mirror the Rust command line (crates/pfcsim-cli);
-`sweep`, `results` and `plot` work on results stores (docs/sweeps.md). Errors print
+`sweep`, `results` and `plot` work on results stores (docs/guides/sweeps.md). Errors print
 `error: <message>` on stderr and exit with status 2; a sweep or reproduction with failed or
 incomplete points exits with 1.
 """
@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser(
         "sweep", help="run a base spec over grids of keys into a results store (resumable)"
     )
-    sweep.add_argument("spec", type=Path, help="the sweep spec (TOML), see docs/sweeps.md")
+    sweep.add_argument("spec", type=Path, help="the sweep spec (TOML), see docs/guides/sweeps.md")
     sweep.add_argument(
         "-o", "--out", type=Path, help="results store folder (default: results/<sweep name>)"
     )
@@ -346,7 +346,7 @@ def _plot_run(args: argparse.Namespace) -> None:
     if not kinds:
         raise ValueError(
             f"{args.store} is a run folder without monitors: nothing to draw "
-            "(add [[monitor]] entries to its spec, docs/spec.md)"
+            "(add [[monitor]] entries to its spec, docs/reference/spec.md)"
         )
     for kind in kinds:
         if kind not in plots.RUN_KINDS:

@@ -11,8 +11,8 @@ values of runs that differ only by seed are pooled (CDF) or averaged (everything
 * `bars`: any `runs` column per value of the x field (categories), bars grouped by series,
   one panel per value of `panels`.
 
-The figures of a run's monitors (`RUN_KINDS`, docs/metrics.md) draw one panel per run (at most
-`MAX_PANELS`; narrow them with `where`), titled by its series, time on the x axis:
+The figures of a run's monitors (`RUN_KINDS`, docs/reference/metrics.md) draw one panel per run (at
+most `MAX_PANELS`; narrow them with `where`), titled by its series, time on the x axis:
 
 * `queue`: the bytes charged to each watched (switch ingress port, priority), as
   `node<-peer`, with each switch's PFC XOFF level dashed (`y = "egress_bytes"`: the egress
@@ -73,7 +73,7 @@ RUN_KINDS = {
 }
 
 #: The queue monitor's `xoff_bytes` under a PFC model without a per-ingress threshold (the
-#: egress model: u64::MAX, docs/metrics.md): no XOFF line is drawn for it.
+#: egress model: u64::MAX, docs/reference/metrics.md): no XOFF line is drawn for it.
 NO_XOFF = 2**64 - 1
 
 #: The figures `pfcsim plot` draws for a store when no kind is named (and the report's).
@@ -570,7 +570,7 @@ def run_figure(runs: list[tuple[str | None, Results]], request: FigureRequest) -
             where = f" {results.path}" if results.path is not None else ""
             raise ValueError(
                 f"the run{where} has no {table} monitor; add a [[monitor]] with kind = "
-                f'"{table}" to its spec (docs/spec.md)'
+                f'"{table}" to its spec (docs/reference/spec.md)'
             )
         drawer = {
             "queue": _queue_panel,

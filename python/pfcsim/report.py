@@ -335,7 +335,7 @@ def _reproduction_sections(reproduction: dict[str, Any] | None) -> list[str]:
             '<table class="sortable data" id="claims-table">',
             f"<thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>",
             "<p class='note'>ours / paper: 1 is agreement; a claim without a number says why "
-            "in its note (docs/reproduce.md).</p></section>",
+            "in its note (docs/guides/reproduce.md).</p></section>",
         ]
     return ["".join(parts)]
 

@@ -1,7 +1,7 @@
 """Experiments: a sweep, the figures drawn from it, and the numbers it is compared against.
 
 An experiment is a folder `experiments/<group>/<name>/` holding `experiment.toml`
-(docs/reproduce.md):
+(docs/guides/reproduce.md):
 
     title = "Fig. 12: FCT CDF, symmetric leaf-spine, web search, 60% load"
     source = "RLB (ToN 2024), Fig. 12 and Sec. VI-B.1"

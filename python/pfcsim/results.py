@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 #: The tables of a run folder, each read from `<name>.parquet`.
 TABLES = ("flows", "ports", "summary")
 #: The monitor kinds of a spec's `[[monitor]]` entries; a run with monitors of a kind writes
-#: `monitor_<kind>.parquet` (docs/metrics.md).
+#: `monitor_<kind>.parquet` (docs/reference/metrics.md).
 MONITOR_KINDS = ("queue", "pfc", "rate", "link_util", "scheme")
 #: Tables only some runs write (`reorder_queues`: schemes with reorder queues, ConWeave;
 #: `alerts`: RLB runs; `coflows`: runs with coflow traffic; `monitor_<kind>`: runs with
@@ -38,7 +38,7 @@ OPTIONAL_TABLES = (
 
 
 class Results:
-    """What one run produced (column definitions: docs/metrics.md).
+    """What one run produced (column definitions: docs/reference/metrics.md).
 
     The tables are read once, as Arrow tables; `flows`, `ports` and `summary` give them as
     pandas DataFrames and `flows_pl`, `ports_pl` and `summary_pl` as polars DataFrames, each
@@ -138,7 +138,7 @@ class Results:
     def alerts(self) -> pd.DataFrame | None:
         """Faulty switches reported by RLB* (pandas); None for runs of other schemes.
 
-        Columns `time_ps`, `node`, `port`, `downstream` (docs/metrics.md).
+        Columns `time_ps`, `node`, `port`, `downstream` (docs/reference/metrics.md).
         """
         table = self._tables.get("alerts")
         return None if table is None else _to_pandas(table)
@@ -149,8 +149,8 @@ class Results:
 
         Empty for a run without a deadlock (None for a run folder of an older version).
         Columns `deadlock`, `detected_ps`, `formed_ps`, `node`, `port`, `peer`, `priority`,
-        `paused_since_ps`, `stuck_bytes` (docs/metrics.md); such a run is incomplete and its
-        `stats` say which cycle (`deadlock_cycles`) and when it formed.
+        `paused_since_ps`, `stuck_bytes` (docs/reference/metrics.md); such a run is incomplete and
+        its `stats` say which cycle (`deadlock_cycles`) and when it formed.
         """
         table = self._tables.get("deadlocks")
         return None if table is None else _to_pandas(table)
@@ -160,8 +160,8 @@ class Results:
         """One row per coflow (pandas); None for runs without coflow traffic.
 
         Columns `coflow_id`, `flows`, `finished_flows`, `bytes`, `arrival_ps`, `finish_ps`,
-        `cct_ps`, `stalled_flows`, `cct_us` (docs/metrics.md); the run's ACCT and stalled-flow
-        ratio are in `stats` (`acct_us`, `stalled_flow_ratio`).
+        `cct_ps`, `stalled_flows`, `cct_us` (docs/reference/metrics.md); the run's ACCT and
+        stalled-flow ratio are in `stats` (`acct_us`, `stalled_flow_ratio`).
         """
         table = self._tables.get("coflows")
         return None if table is None else _to_pandas(table)
@@ -176,7 +176,7 @@ class Results:
         """What the run's monitors of `kind` recorded (pandas, or polars if `polars`).
 
         `kind` is one of `MONITOR_KINDS` (`queue`, `pfc`, `rate`, `link_util`, `scheme`); None
-        if the run had no monitor of that kind. Columns: docs/metrics.md.
+        if the run had no monitor of that kind. Columns: docs/reference/metrics.md.
         """
         if kind not in MONITOR_KINDS:
             raise ValueError(f"unknown monitor kind {kind!r}; expected one of {MONITOR_KINDS}")

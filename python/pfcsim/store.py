@@ -3,7 +3,7 @@
 The run folders (`runs/<key>/`, see `pfcsim.sweep`) are the source of truth; `index.duckdb` is
 derived from them and brought up to date by `Store.sync` (every command that reads a store
 calls it), so an interrupted sweep or a deleted run folder never leaves the index wrong for
-long. Tables (docs/sweeps.md):
+long. Tables (docs/guides/sweeps.md):
 
 * `runs`: one row per run: `key`, the sweep and point it came from, every field of its
   resolved spec as a column named by its key path (`"lb.scheme"`, `"traffic[0].load"`), the
@@ -303,7 +303,7 @@ class Store:
         """
         runs = self.runs
         if metric not in runs.columns:
-            raise KeyError(f"no column {metric!r} in the runs table; see docs/sweeps.md")
+            raise KeyError(f"no column {metric!r} in the runs table; see docs/guides/sweeps.md")
         if columns is not None and columns not in runs.columns:
             raise KeyError(f"no column {columns!r} in the runs table")
         if rows is None:

@@ -1,6 +1,6 @@
 """Sweeps: one base spec expanded over grids and zips of keys, run point by point into a store.
 
-A sweep spec (TOML file or dict, docs/sweeps.md) names a base spec and the keys to vary:
+A sweep spec (TOML file or dict, docs/guides/sweeps.md) names a base spec and the keys to vary:
 
     base = "quickstart.toml"
     [grid]
@@ -119,8 +119,8 @@ class SweepReport:
     elsewhere: list[str] = field(default_factory=list)
     #: Points that failed: key -> error message.
     failed: dict[str, str] = field(default_factory=dict)
-    #: Points whose stored runs a guard or a stall ended early (`[run]` in docs/spec.md): key
-    #: -> the `incomplete` message of their stats.json. Their results measure the run up to
+    #: Points whose stored runs a guard or a stall ended early (`[run]` in docs/reference/spec.md):
+    #: key -> the `incomplete` message of their stats.json. Their results measure the run up to
     #: there; running them again gives the same.
     incomplete: dict[str, str] = field(default_factory=dict)
     #: True if the sweep was stopped (Ctrl-C) before every point ran.
@@ -975,12 +975,12 @@ def _could_not_start(code: int | None) -> str:
         return (
             f"the worker process could not start: like every spawned process, it imports "
             f"{main} again, and the script starts a sweep when imported; {guard} "
-            "(docs/sweeps.md)"
+            "(docs/guides/sweeps.md)"
         )
     return (
         f"the worker process could not start ({_exit_reason(code)}; its error is printed "
         f"above): it imports pfcsim, and like every spawned process {main} again; if the "
-        f"script starts a sweep, {guard} (docs/sweeps.md)"
+        f"script starts a sweep, {guard} (docs/guides/sweeps.md)"
     )
 
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 #: Hypothesis profiles: `ci` (the default), a fixed number of examples drawn deterministically;
-#: `deep` (`PFCSIM_HYPOTHESIS=deep`), a longer random search (docs/architecture.md, Tests).
+#: `deep` (`PFCSIM_HYPOTHESIS=deep`), a longer random search (docs/reference/architecture.md,
+#: Tests).
 settings.register_profile(
     "ci",
     max_examples=250,

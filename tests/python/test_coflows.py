@@ -1,4 +1,4 @@
-"""Coflow traffic from Python (docs/coflows.md).
+"""Coflow traffic from Python (docs/reference/coflows.md).
 
 The run's coflows table, ACCT in its stats, and a results store that indexes coflows like flows.
 """

@@ -1,6 +1,6 @@
 """PFC deadlocks from Python: a run that one ends, and its `deadlocks` table.
 
-`Results` and a results store read the table (docs/fabric.md, "PFC deadlocks").
+`Results` and a results store read the table (docs/reference/fabric.md, "PFC deadlocks").
 """
 
 from pathlib import Path

@@ -1,11 +1,10 @@
 """Property tests (Hypothesis) over the spec schema: valid specs and their mutations.
 
-The specs are drawn over the schema of docs/spec.md: leaf-spine and fat-tree fabrics, every
-load-balancing scheme, switch, NIC, congestion-control and transport tables, every traffic
-kind, faults, monitors; then up to three mutations each: a value of the wrong type, a number
-out of range, a size, rate or time that is huge, zero, negative or in a bad unit, an unknown
-key, a key left out, an array where a table belongs, or a broken line of the TOML text.
-Whatever the spec:
+The specs are drawn over the schema of docs/reference/spec.md: leaf-spine and fat-tree fabrics,
+every load-balancing scheme, switch, NIC, congestion-control and transport tables, every traffic
+kind, faults, monitors; then up to three mutations each: a value of the wrong type, a number out of
+range, a size, rate or time that is huge, zero, negative or in a bad unit, an unknown key, a key
+left out, an array where a table belongs, or a broken line of the TOML text. Whatever the spec:
 
 - reading it raises nothing but `pfcsim.SpecError` (no traceback), and the command line
   prints one `error:` line and exits with status 2;
@@ -17,7 +16,7 @@ Whatever the spec:
 Budget: the `ci` profile (conftest.py), a fixed number of examples drawn deterministically
 (`derandomize=True`), about 15 s in all. A longer, random search:
 `PFCSIM_HYPOTHESIS=deep python -m pytest tests/python/test_properties.py` (10,000 examples
-per property; docs/architecture.md, Tests).
+per property; docs/reference/architecture.md, Tests).
 """
 
 import contextlib

@@ -454,7 +454,7 @@ def test_a_script_that_sweeps_without_the_guard_is_told_to_add_it(example_dir: P
         "pfcsim.sweep.WorkerStartError: the worker process could not start: like every "
         f"spawned process, it imports the main script {example_dir / 'example.py'} again, and "
         'the script starts a sweep when imported; put the sweep under `if __name__ == "__main__":`'
-        " (docs/sweeps.md)"
+        " (docs/guides/sweeps.md)"
     )
     assert finished_keys(example_dir / "results" / "quickstart-sweep") == set()
 
@@ -470,5 +470,5 @@ def test_a_worker_that_cannot_import_the_script_stops_the_sweep_saying_so(
         "pfcsim.sweep.WorkerStartError: the worker process could not start (exit status 1; its "
         "error is printed above): it imports pfcsim, and like every spawned process the main "
         f"script {example_dir / 'example.py'} again; if the script starts a sweep, put the sweep "
-        'under `if __name__ == "__main__":` (docs/sweeps.md)'
+        'under `if __name__ == "__main__":` (docs/guides/sweeps.md)'
     )

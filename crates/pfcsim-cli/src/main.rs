@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// jemalloc, built to back all of its memory with transparent huge pages
-/// (`.cargo/config.toml`): fewer TLB misses in a large fabric (`docs/architecture.md`, "Huge
-/// pages"). Linux only; elsewhere the system allocator.
+/// (`.cargo/config.toml`): fewer TLB misses in a large fabric (`docs/reference/architecture.md`,
+/// "Huge pages"). Linux only; elsewhere the system allocator.
 #[cfg(target_os = "linux")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -47,7 +47,7 @@ enum Command {
     Validate { spec: PathBuf },
     /// List the load-balancing schemes with their parameters and defaults.
     Schemes {
-        /// Print them as the Markdown table of docs/spec.md's `[lb]` section.
+        /// Print them as the Markdown table of docs/reference/spec.md's `[lb]` section.
         #[arg(long)]
         markdown: bool,
     },

@@ -4,8 +4,8 @@
 //!
 //! The test reads the sources under `src/` and finds every `crate::<module>` path of each
 //! top-level module (in `use` lines, inline paths and macro calls, not in comments) and checks
-//! it against [`LAYERS`], the table `docs/architecture.md` shows. Unit tests are exempt (files
-//! `tests.rs` and `*_tests.rs`, and the `#[cfg(test)] mod tests` at the end of a file): they
+//! it against [`LAYERS`], the table `docs/reference/architecture.md` shows. Unit tests are exempt
+//! (files `tests.rs` and `*_tests.rs`, and the `#[cfg(test)] mod tests` at the end of a file): they
 //! may build a whole run from a spec.
 //!
 //! Inside a folder (`sim/`, `lb/`, `lb/hermes/`, ...: every folder under `src/`, found by
@@ -110,7 +110,7 @@ fn check_file(file: &str, module: &str, text: &str) -> Vec<String> {
     let Some(own) = layer_of(module) else {
         return vec![format!(
             "{file}: module `{module}` is in no layer; add it to LAYERS in src/layers.rs \
-             (and to the layer table of docs/architecture.md)"
+             (and to the layer table of docs/reference/architecture.md)"
         )];
     };
     let code = checked_code(text);
@@ -129,7 +129,7 @@ fn check_file(file: &str, module: &str, text: &str) -> Vec<String> {
         };
         breaches.push(format!(
             "{file}:{line}: `{import}`: {rule}; a module may use only modules of lower layers \
-             (LAYERS in src/layers.rs, docs/architecture.md)"
+             (LAYERS in src/layers.rs, docs/reference/architecture.md)"
         ));
     }
     breaches
@@ -211,7 +211,7 @@ fn core_names_of_plug_ins(files: &[(String, String)]) -> Vec<String> {
             if !named.is_empty() {
                 breaches.push(format!(
                     "src/{rel}:{}: `{}` names {}: the core asks plug-ins through their \
-                     interfaces (src/layers.rs, docs/architecture.md)",
+                     interfaces (src/layers.rs, docs/reference/architecture.md)",
                     n + 1,
                     line.trim(),
                     named.join(", ")
@@ -381,7 +381,8 @@ impl Cycle {
         ring.push(ring[0].clone());
         format!(
             "import cycle {}:\n    {}\n  move the shared item into one of them, or into the \
-             folder's mod.rs, or into a new file both use (src/layers.rs, docs/architecture.md)",
+             folder's mod.rs, or into a new file both use (src/layers.rs, \
+             docs/reference/architecture.md)",
             ring.join(" -> "),
             self.imports.join("\n    ")
         )
@@ -588,7 +589,7 @@ mod tests {
             [
                 "src/mmu.rs:3: `use crate::sim::PortState;`: `sim` (layer 7) is above `mmu` \
               (layer 4); a module may use only modules of lower layers (LAYERS in \
-              src/layers.rs, docs/architecture.md)"
+              src/layers.rs, docs/reference/architecture.md)"
             ]
         );
     }
@@ -636,7 +637,7 @@ mod tests {
                      src/sim/b.rs:3: `fn f() -> super::a::A {`\n    \
                      src/sim/b.rs:4: `super::a::A`\n  \
                      move the shared item into one of them, or into the folder's mod.rs, or \
-                     into a new file both use (src/layers.rs, docs/architecture.md)";
+                     into a new file both use (src/layers.rs, docs/reference/architecture.md)";
         assert_eq!(breaches, [cycle]);
     }
 

@@ -1,7 +1,7 @@
 //! pfcsim core: a deterministic packet-level simulator of lossless (PFC, RoCEv2) fabrics.
 //!
 //! The pieces, from the bottom up (a module uses only modules of lower layers; the layers are
-//! listed in `layers.rs` and `docs/architecture.md`, and a test checks them):
+//! listed in `layers.rs` and `docs/reference/architecture.md`, and a test checks them):
 //! * [`units`]: integer time (ps), rates (bit/s) and sizes (bytes), parsed from "2us" etc.;
 //!   [`check`]: the range checks of spec values; [`metrics`]: what a run measures;
 //! * [`engine`]: the event queue, RNG streams and run fingerprint (no network words);

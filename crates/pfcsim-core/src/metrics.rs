@@ -2,7 +2,7 @@
 //!
 //! The definitions here are the single source of truth for every number pfcsim reports: a
 //! record written as a Parquet table is declared with `record!` (`table.rs`), which makes its
-//! columns from its fields, and `docs/metrics.md` must document every column (a test of
+//! columns from its fields, and `docs/reference/metrics.md` must document every column (a test of
 //! `output` compares them). The totals a results store takes over the ports are
 //! [`PORT_TOTALS`].
 
@@ -163,7 +163,7 @@ pub struct PortTotal {
 }
 
 /// The port totals of a run, in the order of their columns in a results store's `runs` table
-/// (`docs/sweeps.md`).
+/// (`docs/guides/sweeps.md`).
 pub const PORT_TOTALS: &[PortTotal] = &[
     PortTotal::new("pfc_pauses", "sum", "pfc_pauses_sent"),
     PortTotal::new("pfc_paused_time_us", "sum", "paused_time_ps"),

@@ -1,7 +1,7 @@
 //! Monitors: the `[[monitor]]` entries of a spec, time series and event logs of what happens
 //! inside a run, checked against the topology and resolved to node and port ids (`resolve`);
 //! the simulation records them (`sim/monitor.rs`) and the run folder gets one Parquet file per
-//! kind (`docs/metrics.md`).
+//! kind (`docs/reference/metrics.md`).
 //!
 //! Kinds:
 //! * `queue`: per (switch port, priority), the egress queue's bytes and the bytes the switch

@@ -170,8 +170,8 @@ impl Spec {
             }
             // What the TOML reader says of a number, array or table where a name is expected.
             if msg == "invalid type: unit variant, expected string only" {
-                msg = "expected a name in quotes (a string); docs/spec.md lists the names this \
-                       key takes"
+                msg = "expected a name in quotes (a string); docs/reference/spec.md lists the \
+                       names this key takes"
                     .to_string();
             }
             let location = offset
@@ -657,7 +657,7 @@ mod tests {
                 e,
                 format!(
                     "s.toml (line {line}): {key}: expected a name in quotes (a string); \
-                     docs/spec.md lists the names this key takes"
+                     docs/reference/spec.md lists the names this key takes"
                 )
             );
         }

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 /// jemalloc, built to back all of its memory with transparent huge pages
 /// (`.cargo/config.toml`), as in the CLI: fewer TLB misses in a large fabric
-/// (`docs/architecture.md`, "Huge pages"). It serves the module's own (Rust) allocations;
+/// (`docs/reference/architecture.md`, "Huge pages"). It serves the module's own (Rust) allocations;
 /// Python's are Python's. Linux only; elsewhere the system allocator.
 #[cfg(target_os = "linux")]
 #[global_allocator]

@@ -5,7 +5,7 @@ Path1 = {P1/L1, C1, L3}, Path2 = {P2/L1, C2, L3}. Background flows go from hosts
 hosts under L3 on Path1; the victim flow f1 goes from S1 to R1; bursty flows of 200 KB go to R2
 from S2 (under L1) and from 14 hosts under L3.
 
-Chosen here (the paper does not give them; docs/plb-fig2-5.md discusses each):
+Chosen here (the paper does not give them; docs/results/plb/fig2-5.md discusses each):
 - 20 hosts per leaf: hosts 0..19 under L1 (S1 = 0, S2 = 1, the background senders 2 and 3),
   20..39 under L2 (idle), 40..59 under L3 (R1 = 40, R2 = 41, the bursty hosts 42..55, the
   background receivers 56 and 57). Leaves are nodes 60..62, spines C1 = 63 and C2 = 64.
@@ -47,10 +47,10 @@ FIGURES = {
 
 HEADER = """\
 # PLB (APNet'22) Sec. 2.2, {fig}: {what}.
-# Written by make_settings.py (its docstring lists every choice; docs/plb-fig2-5.md discusses
-# them). f1: {f1_mb} MB from S1 (host 0) to R1 (host 40);
-# {s2} bursty flows from S2 (host 1, via C2) and {l3} from 14 hosts under L3, 200 KB each, to R2
-# (host 41), in {bursts} burst(s) from {first} ms after f1's start{period}.
+# Written by make_settings.py (its docstring lists every choice; docs/results/plb/fig2-5.md
+# discusses them). f1: {f1_mb} MB from S1 (host 0) to R1 (host 40); {s2} bursty flows from S2 (host
+# 1, via C2) and {l3} from 14 hosts under L3, 200 KB each, to R2 (host 41), in {bursts} burst(s)
+# from {first} ms after f1's start{period}.
 name = "plb-{fig}"
 seed = 1
 

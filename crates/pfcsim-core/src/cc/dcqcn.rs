@@ -1,5 +1,5 @@
 //! DCQCN congestion control, Mellanox flavour as modelled by the HPCC and ConWeave ns-3
-//! simulators (see `docs/dcqcn.md` for the parameter table and its sources).
+//! simulators (see `docs/reference/dcqcn.md` for the parameter table and its sources).
 //!
 //! * Congestion point: RED/ECN marking at switch dequeue (in the switch, see `sim/switch.rs`).
 //! * Notification point: the receiver sets a CNP flag on the ACK/NACK generated for a
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use std::ops::Bound::{Excluded, Included};
 
 /// DCQCN parameters. Defaults follow the ConWeave ns-3 `run.py` (the reference scenario R1);
-/// `docs/dcqcn.md` lists the HPCC and paper values next to them.
+/// `docs/reference/dcqcn.md` lists the HPCC and paper values next to them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DcqcnConfig {

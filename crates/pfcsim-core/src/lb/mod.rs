@@ -8,7 +8,7 @@
 //! the hooks it uses, and the switch calls the optional ones only for schemes whose
 //! [`Capabilities`] ask for them (the data path of every other scheme has no extra call or
 //! test): a hook whose flag is off must do nothing, which `capability_tests.rs` checks for
-//! every registered scheme. `docs/adding-a-scheme.md` walks through adding one.
+//! every registered scheme. `docs/guides/adding-a-scheme.md` walks through adding one.
 //!
 //! What a scheme sees and may do, through [`LbCtx`]:
 //! * read-only views of its switch's ports ([`PortState`]: per-priority queue bytes, PFC pause
@@ -684,7 +684,7 @@ fn inline((name, fields): (String, Vec<String>)) -> String {
     format!("{name} = {{ {} }}", fields.join(", "))
 }
 
-/// The `[lb]` table of `docs/spec.md`, made from the registry (a test keeps the page in
+/// The `[lb]` table of `docs/reference/spec.md`, made from the registry (a test keeps the page in
 /// step; `pfcsim-rs schemes --markdown` prints it).
 pub fn registry_markdown() -> String {
     markdown_table(&registry())
@@ -706,7 +706,7 @@ fn markdown_table(schemes: &[Registered]) -> String {
             keys.join(", ")
         };
         out.push_str(&format!(
-            "| `\"{name}\"` | {summary} | {keys} | [schemes/{name}.md](schemes/{name}.md) |\n",
+            "| `\"{name}\"` | {summary} | {keys} | [schemes/{name}.md](../schemes/{name}.md) |\n",
             name = scheme.name,
             summary = scheme.summary.replace('|', "\\|"),
         ));
@@ -820,12 +820,12 @@ impl TestSwitch {
 
 #[cfg(test)]
 mod registry_tests {
-    /// `docs/spec.md`'s `[lb]` table is the registry's: a scheme added, renamed or given a
-    /// new key changes the page too.
+    /// `docs/reference/spec.md`'s `[lb]` table is the registry's: a scheme added, renamed or given
+    /// a new key changes the page too.
     #[test]
     fn the_spec_page_lists_the_registry() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/spec.md");
-        let page = std::fs::read_to_string(path).expect("docs/spec.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/reference/spec.md");
+        let page = std::fs::read_to_string(path).expect("docs/reference/spec.md");
         let (begin, end) = ("<!-- schemes: begin -->\n", "<!-- schemes: end -->");
         let start = page.find(begin).expect("the schemes table's begin marker") + begin.len();
         let stop = page.find(end).expect("the schemes table's end marker");
@@ -837,7 +837,7 @@ mod registry_tests {
         let expected = super::markdown_table(&shipped);
         assert!(
             page[start..stop] == expected,
-            "docs/spec.md's [lb] table is out of date; replace it with the output of \
+            "docs/reference/spec.md's [lb] table is out of date; replace it with the output of \
              `cargo run -p pfcsim-cli -- schemes --markdown`:\n{expected}"
         );
     }

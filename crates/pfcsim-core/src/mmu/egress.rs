@@ -5,7 +5,7 @@
 //! priority is triggered, at the reception of one of its packets, by the state of that
 //! packet's destination transmit queue, and cleared once every transmit queue that set the
 //! trigger meets its clear condition. Thresholds in bytes here, not in blocks (see
-//! `docs/fabric.md`, "PFC models").
+//! `docs/reference/fabric.md`, "PFC models").
 //!
 //! * Counted: per egress queue, the wire bytes of the data packets charged to it, from
 //!   admission until they start leaving (packets held by a scheme, not yet in the port's

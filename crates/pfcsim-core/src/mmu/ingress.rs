@@ -1,7 +1,7 @@
 //! The ingress model of the MMU (`switch.pfc.model = "ingress"`, the default): one shared
 //! buffer, ingress accounting per (ingress port, priority), and the PFC XOFF/XON decisions.
 //!
-//! Modelled on the shared-buffer MMU of the HPCC ns-3 simulator (see `docs/fabric.md`):
+//! Modelled on the shared-buffer MMU of the HPCC ns-3 simulator (see `docs/reference/fabric.md`):
 //!
 //! * Each (ingress port `p`, priority `q`) has a small reserve, then uses the shared pool, then
 //!   its port's headroom.

@@ -1,6 +1,6 @@
 //! The switch memory-management unit: where a switch counts the bytes it buffers, when it
 //! drops, and when it sends PFC PAUSE and RESUME. Three models (`switch.pfc.model`, described
-//! with their sources in `docs/fabric.md`, "PFC models"):
+//! with their sources in `docs/reference/fabric.md`, "PFC models"):
 //!
 //! * [`IngressMmu`] (`"ingress"`, the default): the shared-buffer MMU of the HPCC ns-3
 //!   simulator, per (ingress port, priority) reserve, shared pool and headroom, a dynamic
@@ -209,8 +209,9 @@ macro_rules! pfc_models {
             pub headroom: Option<Bytes>,
             #[doc = concat!(
                 "The PFC model: where bytes are counted and what triggers PAUSE and RESUME ",
-                "(`docs/fabric.md`, \"PFC models\"). `alpha`, `static_threshold`, `reserve`, ",
-                "`resume_offset` and `headroom` above belong to the `\"", $dname, "\"` model."
+                "(`docs/reference/fabric.md`, \"PFC models\"). `alpha`, `static_threshold`, ",
+                "`reserve`, `resume_offset` and `headroom` above belong to the `\"", $dname,
+                "\"` model."
             )]
             #[serde(skip_serializing_if = "PfcModel::is_default")]
             pub model: PfcModel,

@@ -33,13 +33,13 @@
 //! unless re-sent, and it is re-sent only while the XOFF condition holds, which needs more
 //! than `pg_min + port_min` bytes.
 //!
-//! Not modelled (see `docs/fabric.md`, "PFC models"): the code's PAUSE frames carry a 5 µs
-//! pause time, are re-sent on every arriving packet and every 2 µs while the condition holds,
-//! and its RESUME goes out for priority 0 whatever the paused priority (so a data pause ends
-//! when its pause time runs out); here, as in every pfcsim model, one PAUSE holds until its
-//! RESUME. The static mode's port-wide PAUSE (all priorities of the port) and the dynamic
-//! mode's check of every priority of the port are checked for the arriving packet's priority
-//! only. Its egress limits equal the whole buffer and never bind before `total` does.
+//! Not modelled (see `docs/reference/fabric.md`, "PFC models"): the code's PAUSE frames carry a 5
+//! µs pause time, are re-sent on every arriving packet and every 2 µs while the condition holds,
+//! and its RESUME goes out for priority 0 whatever the paused priority (so a data pause ends when
+//! its pause time runs out); here, as in every pfcsim model, one PAUSE holds until its RESUME. The
+//! static mode's port-wide PAUSE (all priorities of the port) and the dynamic mode's check of every
+//! priority of the port are checked for the arriving packet's priority only. Its egress limits
+//! equal the whole buffer and never bind before `total` does.
 
 use super::{Admission, Frame, Model, PfcConfig, Xon};
 use crate::port::N_PRIO;

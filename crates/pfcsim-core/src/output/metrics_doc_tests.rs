@@ -1,5 +1,5 @@
-//! `docs/metrics.md` documents every column of every Parquet file a run writes, with its type,
-//! in file order, and no column that is not written; and every key of `stats.json`. The
+//! `docs/reference/metrics.md` documents every column of every Parquet file a run writes, with its
+//! type, in file order, and no column that is not written; and every key of `stats.json`. The
 //! columns come from the records' [`Table`] definitions, the keys from [`RunStats`].
 
 use crate::metrics::table::Table;
@@ -29,8 +29,11 @@ fn tables() -> Vec<(&'static str, Schema)> {
 }
 
 fn page() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
-    std::fs::read_to_string(path).expect("docs/metrics.md")
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/reference/metrics.md"
+    );
+    std::fs::read_to_string(path).expect("docs/reference/metrics.md")
 }
 
 /// The names in backquotes of a table cell: `` `src`, `dst` `` gives `src` and `dst`.
@@ -163,7 +166,7 @@ fn every_column_written_is_documented_with_its_type_in_file_order() {
     }
     assert!(
         wrong.is_empty(),
-        "docs/metrics.md does not document the columns written (a record field, or a \
+        "docs/reference/metrics.md does not document the columns written (a record field, or a \
          derived column, of metrics.rs without its row, or a row of no column):\n{}",
         wrong.join("\n")
     );
@@ -224,7 +227,7 @@ fn every_key_of_stats_json_is_documented() {
     documented.sort();
     assert_eq!(
         documented, keys,
-        "the keys of docs/metrics.md's stats.json table"
+        "the keys of docs/reference/metrics.md's stats.json table"
     );
 }
 

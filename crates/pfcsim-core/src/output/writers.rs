@@ -123,7 +123,7 @@ pub enum MonitorTable<'a> {
 }
 
 /// Writes a monitor table to `path`, one row per record, columns named as its fields
-/// (`docs/metrics.md`).
+/// (`docs/reference/metrics.md`).
 pub fn write_monitor_parquet(path: &Path, table: &MonitorTable) -> Result<(), OutputError> {
     match table {
         MonitorTable::Queue(rows) => write_table(path, rows, ROWS_PER_GROUP),

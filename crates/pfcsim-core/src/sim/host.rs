@@ -1,7 +1,7 @@
 //! Host NICs, the same for every transport (`crate::transport`; one flow is one queue pair
 //! or connection, whose transport is chosen at setup).
 //!
-//! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/fabric.md` has the
+//! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/reference/fabric.md` has the
 //! details and sources):
 //! * Sender: the NIC serves ACK/NACKs first (never held by PFC at the NIC, as in both
 //!   references), then probes of a host-side scheme, then round-robins over the flows that

@@ -2,7 +2,7 @@
 //! coordinator that sets the rate of every flow of every coflow, layered on any `[lb]` scheme.
 //!
 //! What is modelled (`/work/shared/spec/baselines-and-fabric.md` §7, after the Varys authors'
-//! simulator, and `docs/coflows.md`):
+//! simulator, and `docs/reference/coflows.md`):
 //! * **Ports**: the fabric is taken as non-blocking; the only constraints are the host NICs'
 //!   uplinks (a host's port) and downlinks (its ToR's port towards it), at their line rates.
 //!   Rates are wire rates: a flow's remaining bytes count their packet headers.

@@ -185,7 +185,7 @@ fn fig4_cct(lb: LbConfig, seed: u64) -> (f64, bool) {
 /// The paper's case: ECMP hashes A2 onto B's spine (seed 1 does), where A2 shares S2 with
 /// B and DCQCN cuts its rate; CLB moves A2's packets off S2 as its queue grows and A's CCT
 /// is shorter, though A2 pays for its reordering with go-back-N retransmissions (see
-/// `docs/clb-fig4.md`: where ECMP hashes A2 onto the idle S3, ECMP wins).
+/// `docs/results/clb/fig4.md`: where ECMP hashes A2 onto the idle S3, ECMP wins).
 #[test]
 fn on_the_fig4_fabric_clb_beats_ecmp() {
     let seed = 1;

@@ -3,7 +3,7 @@
 //! 250-packet drop-tail limit; two 50 MB flows and four 1 MB bursts). Each test fails if the
 //! mechanism it names is removed: the reorder filter, the burst cut-over, the probed path
 //! choice. At FLB's defaults (the filter screening every new flowlet), whether it beats LetFlow
-//! there depends on the seed (docs/flb-fig6-8.md); with the filter screening only flowlets
+//! there depends on the seed (docs/results/flb/fig6-8.md); with the filter screening only flowlets
 //! after a gap it does on every seed, and that is what the comparison test checks.
 
 use crate::testing::{self, sum_flows};

@@ -8,7 +8,7 @@
 //! Budget: proptest's default of 256 cases per property, from a fixed seed so that a run is
 //! repeatable: under a second for the five in a release build. A bigger search, from another
 //! seed: `PROPTEST_CASES=20000 PROPTEST_RNG_SEED=<any u64> cargo test --release -p pfcsim-core
-//! --test integration parsers::` (about 25 s; docs/architecture.md, Tests).
+//! --test integration parsers::` (about 25 s; docs/reference/architecture.md, Tests).
 
 use crate::testing::{tiny, tiny_dir, to_text};
 use pfcsim_core::cdf::FlowSizeCdf;

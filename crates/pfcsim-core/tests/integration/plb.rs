@@ -1,7 +1,7 @@
 //! PLB end to end on its paper's motivation fabric (`experiments/plb/motivation/`, made by
 //! `make_settings.py`): f1 from S1 to R1 beside background flows pinned on Path1 and bursts
 //! that pause Path2. Each test names the mechanism it would catch removed
-//! (`docs/schemes/plb.md`, `docs/plb-fig2-5.md`).
+//! (`docs/schemes/plb.md`, `docs/results/plb/fig2-5.md`).
 
 use crate::testing::{self, assert_lossless_and_conserved};
 use pfcsim_core::metrics::FlowRecord;

@@ -22,7 +22,7 @@
 //!   hashed table (`granularity`).
 //!
 //! Not modelled: the egress-side PFC threshold of the paper (pfcsim pauses at ingress, see
-//! `docs/fabric.md`), the tables' memory limits, the cost of sampling.
+//! `docs/reference/fabric.md`), the tables' memory limits, the cost of sampling.
 
 mod choice;
 mod config;

@@ -1,6 +1,6 @@
 //! RoCEv2 reliable connections with go-back-N (`kind = "roce"`; parameters in `[nic]`).
 //!
-//! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/fabric.md` has the
+//! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/reference/fabric.md` has the
 //! details and sources):
 //! * Sender: paced at its congestion control's rate (`[cc]`: DCQCN, or line rate without);
 //!   go-back-N on NACK (resend from the first unacknowledged byte); a retransmission timeout

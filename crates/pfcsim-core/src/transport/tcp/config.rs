@@ -22,7 +22,7 @@ pub enum TcpCc {
 
 /// TCP parameters (`[transport.tcp]`). The defaults are those of the 10 Gbps TCP-era
 /// load-balancing simulations (DCTCP paper, Hermes and CONGA ns-3 setups); see
-/// `docs/transport-tcp.md` for the sources.
+/// `docs/reference/transport-tcp.md` for the sources.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct TcpConfig {
@@ -40,7 +40,7 @@ pub struct TcpConfig {
     pub init_cwnd: u32,
     /// Lower bound of the retransmission timeout (10 ms, chosen: a reduced data-center
     /// minimum between the Hermes simulation code's 5 ms and Linux's 200 ms; sources in
-    /// `docs/transport-tcp.md`).
+    /// `docs/reference/transport-tcp.md`).
     pub rto_min: Time,
     /// Timeout before the first RTT sample (RFC 6298 says 1 s; data-center simulations start
     /// at `rto_min`; proposed default 10 ms).
