@@ -457,7 +457,7 @@ impl Simulation {
 
     /// Host `h`'s transport timer fires at `at` at the latest (an earlier pending event
     /// stays; a later one is superseded, see `transport_timer`).
-    #[inline]
+    #[inline(always)]
     pub(super) fn host_timer_by(&mut self, h: u32, at: Time) {
         let host = &mut self.hosts[h as usize];
         if at < host.timer_at {

@@ -69,6 +69,9 @@ pub struct FlowState {
     pub(crate) unacked_ce: bool,
     /// Distinct paths seen, saturating at 8 (the first 8 are in `paths`).
     paths_used: u8,
+    /// `protocol` again, in the receiver's line: the receiver's dispatch reads it here, so
+    /// that a data packet's arrival does not touch the sender's line (in a large run a miss).
+    pub(crate) protocol_at_receiver: Protocol,
     // Line 5.
     pfc_paused_packets: u64,
     pfc_wait_total_ps: u64,
@@ -122,6 +125,7 @@ impl FlowState {
             path_changes: 0,
             unacked_ce: false,
             paths_used: 0,
+            protocol_at_receiver: protocol,
             paths: [0; 8],
             pfc_paused_packets: 0,
             pfc_wait_total_ps: 0,
@@ -374,6 +378,8 @@ mod tests {
         assert!(offset_of!(FlowState, timeouts) < 256);
         assert_eq!(offset_of!(FlowState, expected), 256);
         assert!(offset_of!(FlowState, paths_used) < 320);
+        assert!(offset_of!(FlowState, protocol_at_receiver) >= 256);
+        assert!(offset_of!(FlowState, protocol_at_receiver) < 320);
         assert_eq!(offset_of!(FlowState, pfc_paused_packets), 320);
         assert!(offset_of!(FlowState, paths) + size_of::<[u32; 8]>() <= 384);
         assert_eq!(size_of::<FlowState>(), 448);

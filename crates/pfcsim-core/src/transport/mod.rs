@@ -450,7 +450,7 @@ macro_rules! transports {
                 now: Time,
                 totals: &mut NicTotals,
             ) -> Option<Packet> {
-                match flow.protocol {
+                match flow.protocol_at_receiver {
                     $(Protocol::$variant => self.$field.on_data(flow, pkt, now, totals),)+
                 }
             }
