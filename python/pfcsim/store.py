@@ -103,6 +103,7 @@ ADDED_COLUMNS: dict[str, dict[str, str]] = {
         "fast_retransmits": "UINTEGER",
         "dup_acks": "UINTEGER",
         "coflow": "UINTEGER",
+        "ooo_buffer_max_bytes": "UBIGINT",
     },
     "ports": {
         "mean_queue_bytes": "DOUBLE",

@@ -198,6 +198,26 @@ BAD_SPECS = [
         '(default "4ms"), or "0s" for none',
     ),
     (
+        "IRN parameters under go-back-N",
+        TINY_TOML + '\n[nic.irn]\nrto_low = "50us"\n',
+        'spec.toml: nic.irn: parameters of IRN, but nic.recovery is "go_back_n"; set '
+        'nic.recovery = "irn", or remove the table',
+    ),
+    (
+        "IRN high timeout below the low one",
+        TINY_TOML + '\n[nic]\nrecovery = "irn"\n[nic.irn]\nrto_high = "50us"\n',
+        "spec.toml: nic.irn.rto_high: 50us is below nic.irn.rto_low (100us); the high timeout "
+        'must be at least the low one (e.g. "320us" and "100us")',
+    ),
+    (
+        "IRN low timeout below the base RTT",
+        TINY_TOML + '\n[nic]\nrecovery = "irn"\n[nic.irn]\nrto_low = "1us"\n',
+        "nic.irn.rto_low: 1us is not above the base RTT of flow 0 (host 1 to host 2), 8.356us: "
+        "a full packet out and its ACK back on the idle path; every packet would time out "
+        "before its ACK could arrive, and be sent again without end; give a timeout well above "
+        'it (default "100us")',
+    ),
+    (
         "disconnected ns-3 topology",
         '[topology]\nkind = "ns3_file"\npath = "split.topo"\n\n[[traffic]]' + TRAFFIC,
         "topology.path: split.topo: the topology is disconnected: host 1 cannot be reached "

@@ -84,13 +84,16 @@ record! {
         pub paths_used: u8,
         /// Data packets that arrived over a different path than the previous one of the flow.
         pub path_changes: u32,
-        /// The flow's transport: `roce` or `tcp`.
+        /// The flow's transport: `roce` (go-back-N), `irn` or `tcp`.
         pub transport: &'static str,
         /// TCP: segments sent again by fast retransmit and by NewReno's partial-ACK
         /// retransmissions during fast recovery (0 for RoCE flows, which count `nacks_received`).
         pub fast_retransmits: u32,
         /// TCP: duplicate ACKs the sender received (0 for RoCE flows).
         pub dup_acks: u32,
+        /// IRN: the most payload bytes the receiver held out of order at once (0 for the
+        /// other transports).
+        pub ooo_buffer_max_bytes: u64,
     }
     /// The FCT in microseconds, `fct_ps / 10^6` (`None`: not finished).
     derived fct_us: Option<f64> = |f| f.fct_ps.map(ps_to_us);

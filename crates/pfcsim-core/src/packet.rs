@@ -93,7 +93,8 @@ pub struct Packet {
     pub flow: u32,
     pub src: u32,
     pub dst: u32,
-    /// Running hash of the egress ports a data packet took, identifying its path.
+    /// Data: running hash of the egress ports the packet took, identifying its path. An
+    /// IRN NACK: its SACK ([`Packet::sack_offset`]).
     pub path_sig: u32,
     /// Time this packet has spent in PFC-paused queues so far, in nanoseconds (counted
     /// modulo 2^32 ns, 4.29 s). While the packet waits in an egress queue it holds that time
@@ -182,6 +183,16 @@ impl Packet {
         reply.sent_at = self.sent_at;
         reply.wire_bytes = wire_bytes;
         reply
+    }
+
+    /// An IRN NACK: the packet that triggered it (selectively acknowledged), in packets past
+    /// the cumulative ACK `seq`. Carried in `path_sig`, which only data packets use.
+    #[inline]
+    pub fn sack_offset(&self) -> u32 {
+        self.path_sig
+    }
+    pub fn set_sack_offset(&mut self, offset: u32) {
+        self.path_sig = offset;
     }
 
     /// ECN Congestion Experienced (set by switches on data packets and probes). On an ACK or

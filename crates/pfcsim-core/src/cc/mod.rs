@@ -21,7 +21,7 @@ pub mod dctcp;
 pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use dctcp::{Dctcp, DctcpConfig};
 
-use crate::units::Time;
+use crate::units::{Rate, Time};
 
 /// Congestion control run by the RoCE NICs (the `[cc]` table).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -43,6 +43,14 @@ impl Default for CcConfig {
 }
 
 impl CcConfig {
+    /// The state of the congestion control of a new RoCE flow sent at `line`.
+    pub fn flow_state(&self, line: Rate) -> Cc {
+        match self {
+            CcConfig::Dcqcn(_) => Cc::Dcqcn(Dcqcn::new(line)),
+            CcConfig::None => Cc::None,
+        }
+    }
+
     /// Checks the parameters of the congestion control (`[cc]`).
     pub fn validate(&self) -> Result<(), String> {
         match self {

@@ -261,6 +261,7 @@ mod tests {
                 "transport",
                 "fast_retransmits",
                 "dup_acks",
+                "ooo_buffer_max_bytes",
                 "fct_us",
             ]
         );

@@ -37,6 +37,8 @@ impl FabricConfig {
             transport: &self.transport,
             cc: &self.cc,
             traffic: &self.traffic_transports,
+            lossless: self.switch.pfc.enabled,
+            fabric_bdp: None,
         }
     }
 }

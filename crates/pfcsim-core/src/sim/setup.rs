@@ -146,7 +146,11 @@ impl Simulation {
             }
         }
         flows.sort_by_key(|f| f.start);
-        let transports = cfg.transports();
+        let mut transports = cfg.transports();
+        if transports.needs_fabric_rtt() {
+            let payload = cfg.nic.payload.0;
+            transports.fabric_bdp = Some(largest_base_rtt(topo, &adj, &to_host, payload).1);
+        }
         // Of the flows whose transport has a fixed timeout, the one whose base RTT comes
         // closest to it (the first of the longest RTT, with one such transport), with how far
         // the RTT passes the timeout: every timeout must exceed its flows' RTTs.
@@ -331,6 +335,68 @@ impl Simulation {
     }
 }
 
+/// The largest base RTT between two hosts of the fabric, and its bandwidth-delay product in
+/// bytes, as the ns-3 RDMA simulators compute them for their windows and IRN's BDP cap
+/// (`maxRtt`, `maxBdp`): for every pair of hosts, on the reference path
+/// ([`representative_path`]), twice the one-way propagation delay plus the serialization of
+/// one `payload`-byte packet on every link one way; the BDP is that RTT at the sending host's
+/// link rate. (On R1's leaf-spine, 8.32 us and 104,000 bytes, as the ConWeave simulator
+/// finds.)
+pub(super) fn largest_base_rtt(
+    topo: &Topology,
+    adj: &[Vec<(u32, usize)>],
+    to_host: &[Vec<u32>],
+    payload: u64,
+) -> (Time, u64) {
+    let mut largest = (Time::ZERO, 0u64);
+    // Per destination: each node's (propagation, serialization) to it along the reference
+    // path, filled as walks from the sources reach it.
+    let mut memo: Vec<Option<(Time, Time)>> = vec![None; adj.len()];
+    let mut chain = Vec::new();
+    for (&dst, dist) in topo.hosts.iter().zip(to_host) {
+        memo.iter_mut().for_each(|m| *m = None);
+        memo[dst as usize] = Some((Time::ZERO, Time::ZERO));
+        for &src in &topo.hosts {
+            if src == dst {
+                continue;
+            }
+            let mut at = src;
+            while memo[at as usize].is_none() {
+                let (next, link) = reference_hop(topo, adj, dist, at);
+                chain.push((at, link));
+                at = next;
+            }
+            let (mut delay, mut serial) = memo[at as usize].expect("reached");
+            for (node, link) in chain.drain(..).rev() {
+                delay += topo.links[link].delay;
+                serial += topo.links[link].rate.tx_time(payload);
+                memo[node as usize] = Some((delay, serial));
+            }
+            let rtt = delay + delay + serial;
+            let rate = topo.links[adj[src as usize][0].1].rate;
+            let bdp = (rtt.ps() as u128 * rate.bps() as u128 / 8 / 1_000_000_000_000) as u64;
+            largest = largest.max((rtt, bdp));
+        }
+    }
+    largest
+}
+
+/// The next node and link from `at` on the reference path to the host whose hop distances
+/// are `dist`: the fastest link one hop closer (the first on ties).
+fn reference_hop(
+    topo: &Topology,
+    adj: &[Vec<(u32, usize)>],
+    dist: &[u32],
+    at: u32,
+) -> (u32, usize) {
+    adj[at as usize]
+        .iter()
+        .filter(|&&(y, _)| dist[y as usize] + 1 == dist[at as usize])
+        .max_by_key(|&&(_, li)| (topo.links[li].rate, std::cmp::Reverse(li)))
+        .copied()
+        .expect("connected topology")
+}
+
 /// The links (rate, delay) of the unloaded reference path from `src` to `dst`: a shortest
 /// path that, at every hop, takes the fastest equal-cost link (first one on ties).
 fn representative_path(
@@ -343,12 +409,7 @@ fn representative_path(
     let mut path = Vec::new();
     let mut at = src;
     while at != dst {
-        let (next, link) = adj[at as usize]
-            .iter()
-            .filter(|&&(y, _)| dist[y as usize] + 1 == dist[at as usize])
-            .max_by_key(|&&(_, li)| (topo.links[li].rate, std::cmp::Reverse(li)))
-            .copied()
-            .expect("connected topology");
+        let (next, link) = reference_hop(topo, adj, dist, at);
         path.push((topo.links[link].rate, topo.links[link].delay));
         at = next;
     }
@@ -360,6 +421,27 @@ mod tests {
     use super::*;
     use crate::topology::LeafSpine;
     use crate::units::Rate;
+
+    /// The fabric's largest base RTT and BDP as the ns-3 RDMA simulators compute them: R1's
+    /// leaf-spine (8 leaves x 8 spines x 16 hosts, 100 Gbps and 1 us links) gives the 8.32 us
+    /// and 104,000 bytes of the ConWeave simulator; hosts under one leaf are closer, and
+    /// halving the spine links' rate lengthens the RTT by two payloads' serialization.
+    #[test]
+    fn the_largest_base_rtt_is_the_references() {
+        let largest = |spine_rate: Rate, leaves: u32| {
+            let mut shape = LeafSpine::uniform(leaves, 8, 16, Rate::gbps(100), Time::from_us(1));
+            shape.fabric_rate = spine_rate;
+            let topo = Topology::leaf_spine(&shape);
+            let adj = topo.adjacency();
+            let to_host: Vec<Vec<u32>> = (topo.hosts.iter())
+                .map(|&h| topo.hop_distances_with(&adj, h))
+                .collect();
+            largest_base_rtt(&topo, &adj, &to_host, 1000)
+        };
+        assert_eq!(largest(Rate::gbps(100), 8), (Time(8_320_000), 104_000));
+        assert_eq!(largest(Rate::gbps(100), 1), (Time(4_160_000), 52_000));
+        assert_eq!(largest(Rate::gbps(50), 8), (Time(8_480_000), 106_000));
+    }
 
     /// A flow whose ideal FCT is past what the clock counts is refused (its ideal FCT once
     /// wrapped around in release builds); one just within it is taken, with its ideal FCT.

@@ -8,6 +8,8 @@
 //! flow's protocol: no indirect call on the data path).
 //!
 //! * [`roce`]: RoCEv2 reliable connections with go-back-N (`kind = "roce"`, the default).
+//! * [`irn`]: RoCEv2 with IRN's selective repeat and BDP flow control (`kind = "roce"` with
+//!   `[nic] recovery = "irn"`).
 //! * [`tcp`]: TCP with NewReno loss recovery (`kind = "tcp"`).
 //!
 //! The NIC (`sim/host.rs`) is the same for every transport: it lists the flows with data
@@ -30,11 +32,13 @@
 //! move.
 
 pub mod flow;
+pub mod irn;
 pub mod roce;
 pub mod tcp;
 
 pub use crate::traffic::TransportKind;
 pub use flow::FlowState;
+pub use irn::{Irn, IrnConfig, Recovery};
 pub use roce::{GoBackN, NicConfig};
 pub use tcp::{Tcp, TcpCc, TcpConfig};
 
@@ -138,6 +142,11 @@ pub struct TransportSetup<'a> {
     /// The transport of the flows of each `[[traffic]]` entry (by `FlowSpec::generator`); an
     /// entry not listed (flows built in code) uses `transport.kind`.
     pub traffic: &'a [TransportKind],
+    /// PFC is on at the switches (`switch.pfc.enabled`).
+    pub lossless: bool,
+    /// The fabric's largest base-RTT bandwidth-delay product in bytes, computed by setup when
+    /// a transport of the run asks for it ([`Transport::needs_fabric_rtt`]).
+    pub fabric_bdp: Option<u64>,
 }
 
 /// A retransmission timeout set in advance (not from measured RTTs), which setup checks
@@ -162,9 +171,10 @@ impl TransportSetup<'_> {
 
     /// What the flows of `kind` run.
     pub fn protocol(&self, kind: TransportKind) -> Protocol {
-        match kind {
-            TransportKind::Roce => Protocol::GoBackN,
-            TransportKind::Tcp => Protocol::Tcp,
+        match (kind, self.nic.recovery) {
+            (TransportKind::Roce, Recovery::GoBackN) => Protocol::GoBackN,
+            (TransportKind::Roce, Recovery::Irn) => Protocol::Irn,
+            (TransportKind::Tcp, _) => Protocol::Tcp,
         }
     }
 
@@ -201,6 +211,12 @@ impl TransportSetup<'_> {
         self.protocols()
             .map(|p| self.wire(p).mtu())
             .fold(nic, u64::max)
+    }
+
+    /// Some transport of the run needs the fabric's largest base RTT
+    /// ([`Transport::needs_fabric_rtt`]).
+    pub fn needs_fabric_rtt(&self) -> bool {
+        self.protocols().any(|p| self.protocol_needs_fabric_rtt(p))
     }
 
     /// The parameters of every congestion control, for the run.
@@ -243,6 +259,25 @@ pub struct NicTotals {
     pub payload_discarded: u64,
     /// The out-of-order degrees of every out-of-order data arrival at a receiver.
     pub ood: OodHistogram,
+}
+
+/// How a RoCE transport paces a flow: at its congestion control's rate, or line rate without
+/// one.
+#[inline]
+pub(crate) fn cc_pace(flow: &mut FlowState, cc: &CcParams, now: Time) -> Pace {
+    let line = flow.line_rate.bps() as f64;
+    Pace::Rate(flow.cc.rate(cc, now).unwrap_or(line))
+}
+
+/// What a rate monitor records of a RoCE flow: its congestion control's rate and target, or
+/// line rate.
+pub(crate) fn cc_observation(flow: &FlowState, cc: &CcParams, now: Time) -> Observation {
+    let reading = flow.cc.observe(cc, now);
+    Observation {
+        rate: reading.map_or(flow.line_rate.bps() as f64, |r| r.rate),
+        target: reading.and_then(|r| r.target),
+        cwnd: None,
+    }
 }
 
 /// What an ACK or NACK did at its sender, and what the NIC does next (after the host-side
@@ -293,6 +328,12 @@ pub trait Transport: Sized {
     /// Its retransmission timeout, if set in advance.
     fn fixed_timeout(_setup: &TransportSetup) -> Option<FixedTimeout> {
         None
+    }
+
+    /// It needs the fabric's largest base-RTT BDP (`TransportSetup::fabric_bdp`), which setup
+    /// then computes.
+    fn needs_fabric_rtt(_setup: &TransportSetup) -> bool {
+        false
     }
 
     /// The flow may put a data packet on the wire now (bytes left; a window that allows it; a
@@ -353,7 +394,19 @@ pub trait Transport: Sized {
 /// of every hook of [`Transport`] through a `match` on the flow's protocol. `"name"` is what
 /// flow records call it.
 macro_rules! transports {
-    ($($(#[$doc:meta])* $variant:ident($field:ident, $name:literal): $ty:ty,)+) => {
+    (
+        $(#[$ddoc:meta])* $dvariant:ident($dfield:ident, $dname:literal): $dty:ty,
+        $($(#[$doc:meta])* $variant:ident($field:ident, $name:literal): $ty:ty,)+
+    ) => {
+        transports! {
+            @all [$(#[$ddoc])* $dvariant($dfield, $dname): $dty, $($(#[$doc])* $variant($field, $name): $ty,)+]
+            $dvariant($dfield), [$($variant($field)),+]
+        }
+    };
+    (
+        @all [$($(#[$doc:meta])* $variant:ident($field:ident, $name:literal): $ty:ty,)+]
+        $dvariant:ident($dfield:ident), [$($ovariant:ident($ofield:ident)),+]
+    ) => {
         /// The transport a flow runs.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         #[repr(u8)]
@@ -398,6 +451,13 @@ macro_rules! transports {
                     $(Protocol::$variant => <$ty>::fixed_timeout(self),)+
                 }
             }
+
+            /// See [`Transport::needs_fabric_rtt`].
+            fn protocol_needs_fabric_rtt(&self, protocol: Protocol) -> bool {
+                match protocol {
+                    $(Protocol::$variant => <$ty>::needs_fabric_rtt(self),)+
+                }
+            }
         }
 
         impl Transports {
@@ -408,36 +468,86 @@ macro_rules! transports {
                     cc: setup.cc_params(),
                 }
             }
+        }
 
+        // The hooks of the data path: the first row (the default transport) is tested first
+        // and called inline, the others out of line, so that a run of the default pays one
+        // compare and branch per hook (a `match` over three rows cost R1 about 15
+        // instructions a data packet more than one over two).
+        impl Transports {
             /// See [`Transport::can_send`].
             #[inline(always)]
             pub fn can_send(&self, flow: &FlowState) -> bool {
+                if flow.protocol == Protocol::$dvariant {
+                    self.$dfield.can_send(flow)
+                } else {
+                    self.can_send_other(flow)
+                }
+            }
+
+            /// [`Transports::can_send`] of the transports other than the default.
+            #[inline(never)]
+            fn can_send_other(&self, flow: &FlowState) -> bool {
                 match flow.protocol {
-                    $(Protocol::$variant => self.$field.can_send(flow),)+
+                    $(Protocol::$ovariant => self.$ofield.can_send(flow),)+
+                    Protocol::$dvariant => unreachable!("dispatched inline"),
                 }
             }
 
             /// See [`Transport::next_segment`].
             #[inline(always)]
             pub fn next_segment(&mut self, flow: &FlowState) -> Segment {
+                if flow.protocol == Protocol::$dvariant {
+                    self.$dfield.next_segment(flow)
+                } else {
+                    self.next_segment_other(flow)
+                }
+            }
+
+            /// [`Transports::next_segment`] of the transports other than the default.
+            #[inline(never)]
+            fn next_segment_other(&mut self, flow: &FlowState) -> Segment {
                 match flow.protocol {
-                    $(Protocol::$variant => self.$field.next_segment(flow),)+
+                    $(Protocol::$ovariant => self.$ofield.next_segment(flow),)+
+                    Protocol::$dvariant => unreachable!("dispatched inline"),
                 }
             }
 
             /// See [`Transport::pace`].
             #[inline(always)]
             pub fn pace(&self, flow: &mut FlowState, now: Time) -> Pace {
+                if flow.protocol == Protocol::$dvariant {
+                    self.$dfield.pace(flow, &self.cc, now)
+                } else {
+                    self.pace_other(flow, now)
+                }
+            }
+
+            /// [`Transports::pace`] of the transports other than the default.
+            #[inline(never)]
+            fn pace_other(&self, flow: &mut FlowState, now: Time) -> Pace {
                 match flow.protocol {
-                    $(Protocol::$variant => self.$field.pace(flow, &self.cc, now),)+
+                    $(Protocol::$ovariant => self.$ofield.pace(flow, &self.cc, now),)+
+                    Protocol::$dvariant => unreachable!("dispatched inline"),
                 }
             }
 
             /// See [`Transport::timer_on_send`].
             #[inline(always)]
             pub fn timer_on_send(&self, flow: &FlowState, now: Time) -> Option<Time> {
+                if flow.protocol == Protocol::$dvariant {
+                    self.$dfield.timer_on_send(flow, now)
+                } else {
+                    self.timer_on_send_other(flow, now)
+                }
+            }
+
+            /// [`Transports::timer_on_send`] of the transports other than the default.
+            #[inline(never)]
+            fn timer_on_send_other(&self, flow: &FlowState, now: Time) -> Option<Time> {
                 match flow.protocol {
-                    $(Protocol::$variant => self.$field.timer_on_send(flow, now),)+
+                    $(Protocol::$ovariant => self.$ofield.timer_on_send(flow, now),)+
+                    Protocol::$dvariant => unreachable!("dispatched inline"),
                 }
             }
 
@@ -450,16 +560,54 @@ macro_rules! transports {
                 now: Time,
                 totals: &mut NicTotals,
             ) -> Option<Packet> {
+                if flow.protocol_at_receiver == Protocol::$dvariant {
+                    self.$dfield.on_data(flow, pkt, now, totals)
+                } else {
+                    self.on_data_other(flow, pkt, now, totals)
+                }
+            }
+
+            /// [`Transports::on_data`] of the transports other than the default.
+            #[inline(never)]
+            fn on_data_other(
+                &mut self,
+                flow: &mut FlowState,
+                pkt: &Packet,
+                now: Time,
+                totals: &mut NicTotals,
+            ) -> Option<Packet> {
                 match flow.protocol_at_receiver {
-                    $(Protocol::$variant => self.$field.on_data(flow, pkt, now, totals),)+
+                    $(Protocol::$ovariant => self.$ofield.on_data(flow, pkt, now, totals),)+
+                    Protocol::$dvariant => unreachable!("dispatched inline"),
                 }
             }
 
             /// See [`Transport::on_ack`].
             #[inline(always)]
-            pub fn on_ack(&mut self, flow: &mut FlowState, pkt: &Packet, now: Time) -> AckOutcome {
+            pub fn on_ack(
+                &mut self,
+                flow: &mut FlowState,
+                pkt: &Packet,
+                now: Time,
+            ) -> AckOutcome {
+                if flow.protocol == Protocol::$dvariant {
+                    self.$dfield.on_ack(flow, &self.cc, pkt, now)
+                } else {
+                    self.on_ack_other(flow, pkt, now)
+                }
+            }
+
+            /// [`Transports::on_ack`] of the transports other than the default.
+            #[inline(never)]
+            fn on_ack_other(
+                &mut self,
+                flow: &mut FlowState,
+                pkt: &Packet,
+                now: Time,
+            ) -> AckOutcome {
                 match flow.protocol {
-                    $(Protocol::$variant => self.$field.on_ack(flow, &self.cc, pkt, now),)+
+                    $(Protocol::$ovariant => self.$ofield.on_ack(flow, &self.cc, pkt, now),)+
+                    Protocol::$dvariant => unreachable!("dispatched inline"),
                 }
             }
 
@@ -496,4 +644,6 @@ transports! {
     GoBackN(go_back_n, "roce"): GoBackN,
     /// TCP, NewReno loss recovery (`tcp/`).
     Tcp(tcp, "tcp"): Tcp,
+    /// RoCEv2 with IRN's selective repeat and BDP flow control (`irn/`).
+    Irn(irn, "irn"): Irn,
 }

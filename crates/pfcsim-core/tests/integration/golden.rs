@@ -210,3 +210,32 @@ fn golden_tiny_every_scheme() {
         insta::assert_snapshot!(format!("tiny_scheme_{name}"), text);
     }
 }
+
+/// The tiny spec under each RoCE transport other than the default (go-back-N, `tiny_ecmp`),
+/// at 80% load: IRN with PFC off and a buffer small enough to drop, and IRN with PFC on.
+#[test]
+fn golden_tiny_every_transport() {
+    let cases = [
+        (
+            "irn_lossy",
+            "[nic]\nrecovery = \"irn\"\n[switch]\nbuffer = \"200KB\"\n[switch.pfc]\nenabled = false\n",
+        ),
+        ("irn_pfc", "[nic]\nrecovery = \"irn\"\n"),
+    ];
+    for (name, tables) in cases {
+        let mut spec = tiny();
+        spec["traffic"][0]
+            .as_table_mut()
+            .expect("the tiny spec's traffic is a table")
+            .insert("load".into(), 0.8.into());
+        spec.extend(tables.parse::<toml::Table>().unwrap());
+        let (out, text) = golden(&to_text(&spec), &format!("{name}.toml"));
+        let s = &out.stats;
+        assert_eq!(s.flows_finished, s.flows_total, "{name}");
+        assert!(out.flows.iter().all(|f| f.transport == "irn"), "{name}");
+        if name == "irn_lossy" {
+            assert!(s.drops_buffer > 0, "the small buffer drops");
+        }
+        insta::assert_snapshot!(format!("tiny_transport_{name}"), text);
+    }
+}

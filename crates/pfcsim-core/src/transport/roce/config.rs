@@ -3,6 +3,7 @@
 //! frames and scheme messages of every node.
 
 use crate::check::check_range;
+use crate::transport::irn::{IrnConfig, Recovery};
 use crate::transport::Wire;
 use crate::units::{Bytes, Time};
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,13 @@ pub struct NicConfig {
     pub rto: Time,
     /// Every NACK carries the CNP flag (ConWeave: true; HPCC: only if CE-marked).
     pub cnp_on_nack: bool,
+    /// Loss recovery: `"go_back_n"` (RoCE NICs; the default) or `"irn"` (selective repeat
+    /// with BDP flow control, `transport/irn`).
+    #[serde(skip_serializing_if = "Recovery::is_default")]
+    pub recovery: Recovery,
+    /// IRN's parameters (`[nic.irn]`; with `recovery = "irn"` only).
+    #[serde(skip_serializing_if = "IrnConfig::is_default")]
+    pub irn: IrnConfig,
 }
 
 crate::tagged::table!(NicConfig);
@@ -41,6 +49,8 @@ impl Default for NicConfig {
             nack_interval: Time::from_us(4),
             rto: Time::from_ms(4),
             cnp_on_nack: true,
+            recovery: Recovery::GoBackN,
+            irn: IrnConfig::default(),
         }
     }
 }
@@ -70,6 +80,10 @@ impl NicConfig {
         if self.ack_interval == 0 {
             return Err("nic.ack_interval: must be at least 1 (ACK every N packets)".into());
         }
+        if self.recovery != Recovery::Irn && !self.irn.is_default() {
+            return Err("nic.irn: parameters of IRN, but nic.recovery is \"go_back_n\"; set nic.recovery = \"irn\", or remove the table".into());
+        }
+        self.irn.validate(self.payload)?;
         check_range(
             "nic.control_bytes",
             self.control_bytes,

@@ -14,7 +14,7 @@
 //!   `cnp_on_nack`, as in ConWeave); an ACK's ECN echo is its CNP flag, a NACK's the mark of
 //!   the packet that triggered it.
 //!
-//! Not modelled: selective repeat (IRN), window limits, PCIe/host-side delays, multiple NICs
+//! Not modelled: window limits, PCIe/host-side delays, multiple NICs
 //! per host.
 
 mod config;
@@ -22,10 +22,10 @@ mod config;
 pub use config::NicConfig;
 
 use super::{
-    AckOutcome, FixedTimeout, FlowState, NicTotals, Observation, Pace, Segment, Transport,
-    TransportSetup, Wire,
+    cc_observation, cc_pace, AckOutcome, FixedTimeout, FlowState, NicTotals, Observation, Pace,
+    Segment, Transport, TransportSetup, Wire,
 };
-use crate::cc::{Cc, CcConfig, CcParams, Dcqcn};
+use crate::cc::{Cc, CcParams};
 use crate::packet::{Packet, PacketKind};
 use crate::units::{Rate, Time};
 
@@ -47,10 +47,7 @@ impl Transport for GoBackN {
     }
 
     fn cc(setup: &TransportSetup, line: Rate) -> Cc {
-        match setup.cc {
-            CcConfig::Dcqcn(_) => Cc::Dcqcn(Dcqcn::new(line)),
-            CcConfig::None => Cc::None,
-        }
+        setup.cc.flow_state(line)
     }
 
     fn fixed_timeout(setup: &TransportSetup) -> Option<FixedTimeout> {
@@ -74,8 +71,7 @@ impl Transport for GoBackN {
     /// At the congestion control's rate, or line rate without one.
     #[inline]
     fn pace(&self, flow: &mut FlowState, cc: &CcParams, now: Time) -> Pace {
-        let line = flow.line_rate.bps() as f64;
-        Pace::Rate(flow.cc.rate(cc, now).unwrap_or(line))
+        cc_pace(flow, cc, now)
     }
 
     /// Every data packet restarts the timer.
@@ -165,11 +161,6 @@ impl Transport for GoBackN {
 
     /// The congestion control's rate and target, or line rate.
     fn observe(&self, flow: &FlowState, cc: &CcParams, now: Time) -> Observation {
-        let reading = flow.cc.observe(cc, now);
-        Observation {
-            rate: reading.map_or(flow.line_rate.bps() as f64, |r| r.rate),
-            target: reading.and_then(|r| r.target),
-            cwnd: None,
-        }
+        cc_observation(flow, cc, now)
     }
 }
