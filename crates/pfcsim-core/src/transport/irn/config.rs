@@ -22,6 +22,20 @@ impl Recovery {
     }
 }
 
+/// Which packets IRN resends in loss recovery (`[nic.irn] retransmit`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Retransmit {
+    /// The paper's: the packet at the cumulative ACK, then only packets below the highest
+    /// SACKed one that are not SACKed.
+    #[default]
+    Lost,
+    /// The ConWeave ns-3 simulator's: every packet from the cumulative ACK to the end of the
+    /// data sent when recovery began that is not SACKed, packets still in flight included
+    /// (go-back-N that skips SACKed packets).
+    Unsacked,
+}
+
 /// The most packets IRN lets a flow have outstanding (`bdp` over the payload): each IRN flow
 /// keeps two bitmaps of this many bits at most, one at each end.
 pub const MAX_BDP_PACKETS: u64 = 1 << 16;
@@ -50,6 +64,9 @@ pub struct IrnConfig {
     /// no timeouts while PFC is on, as the ConWeave ns-3 simulator does (its IRN never times
     /// out in a lossless fabric, where only PFC pauses delay packets).
     pub timeouts_with_pfc: bool,
+    /// Which packets recovery resends: `"lost"` (the paper, the default) or `"unsacked"` (the
+    /// ConWeave ns-3 simulator's reading).
+    pub retransmit: Retransmit,
 }
 
 crate::tagged::table!(IrnConfig);
@@ -62,6 +79,7 @@ impl Default for IrnConfig {
             rto_high: Time::from_us(320),
             low_rto_packets: 3,
             timeouts_with_pfc: true,
+            retransmit: Retransmit::Lost,
         }
     }
 }

@@ -15,7 +15,8 @@
 //!   cumulative ACK, and any later packet counts as lost only if a packet after it has been
 //!   selectively acknowledged (after a timeout, the packet at the cumulative ACK counts as
 //!   lost too). Lost packets go before new ones; recovery ends once the cumulative ACK passes
-//!   the end of the data sent when it began.
+//!   the end of the data sent when it began. `retransmit = "unsacked"` resends instead every
+//!   packet not SACKed up to that end, as the ConWeave ns-3 simulator does.
 //! * BDP flow control: a new packet leaves only if, with it, at most `nic.irn.bdp` bytes are
 //!   outstanding past the cumulative ACK (retransmissions are not limited).
 //! * Two timeouts: `rto_low` while at most `low_rto_packets` packets are outstanding,
@@ -33,7 +34,7 @@ mod config;
 #[cfg(test)]
 mod tests;
 
-pub use config::{IrnConfig, Recovery, MAX_BDP_PACKETS};
+pub use config::{IrnConfig, Recovery, Retransmit, MAX_BDP_PACKETS};
 
 use super::{
     cc_observation, cc_pace, AckOutcome, FixedTimeout, FlowState, NicTotals, Observation, Pace,
@@ -59,6 +60,9 @@ pub struct Irn {
     low_rto_packets: u64,
     /// The retransmission timer runs (off with PFC on and `timeouts_with_pfc = false`).
     timeouts: bool,
+    /// Recovery resends every packet not SACKed up to its end (`retransmit = "unsacked"`),
+    /// not only those below the highest SACK.
+    resend_unsacked: bool,
     /// By flow id: the flow's IRN state, `None` for a flow of another transport (empty in a
     /// run without IRN flows).
     flows: Vec<Option<IrnFlow>>,
@@ -127,14 +131,20 @@ impl Irn {
         self.payload.min(flow.spec.size - seq)
     }
 
-    /// The first lost packet at or after where the flow looks for one, if it is in recovery.
+    /// The first lost packet at or after where the flow looks for one, if it is in recovery
+    /// (with `retransmit = "unsacked"`, the first packet not SACKed before the end of the
+    /// recovery).
     fn lost_packet(&self, flow: &FlowState) -> Option<u64> {
         let st = self.state(flow);
         if !st.recovery {
             return None;
         }
+        let end = match self.resend_unsacked {
+            true => st.lost_below.max(st.recovery_end),
+            false => st.lost_below,
+        };
         let mut seq = st.retx_from.max(flow.snd_una);
-        while seq < st.lost_below {
+        while seq < end {
             if !self.is_set(flow, 0, seq) {
                 return Some(seq);
             }
@@ -193,6 +203,7 @@ impl Transport for Irn {
             rto_high: irn.rto_high,
             low_rto_packets: irn.low_rto_packets as u64,
             timeouts: irn.timeouts_with_pfc || !setup.lossless,
+            resend_unsacked: irn.retransmit == Retransmit::Unsacked,
             flows: match any {
                 true => flows
                     .iter()

@@ -110,6 +110,24 @@ fn a_nack_retransmits_only_the_packets_below_the_highest_sack() {
 }
 
 #[test]
+fn the_references_reading_resends_every_unsacked_packet_up_to_the_recovery_point() {
+    let cfg = IrnConfig {
+        retransmit: super::Retransmit::Unsacked,
+        ..IrnConfig::default()
+    };
+    let (mut irn, mut flow) = alone(10, cfg);
+    let cc = Default::default();
+    assert_eq!(send_all(&mut irn, &mut flow).len(), 10);
+    irn.on_ack(&mut flow, &cc, &ack(2 * PAYLOAD, Some(3000)), Time::ZERO);
+    irn.on_ack(&mut flow, &cc, &ack(2 * PAYLOAD, Some(5000)), Time::ZERO);
+    // Everything from the cumulative ACK to the recovery point but the SACKed 3 and 5.
+    assert_eq!(
+        send_all(&mut irn, &mut flow),
+        [2000, 4000, 6000, 7000, 8000, 9000]
+    );
+}
+
+#[test]
 fn rto_low_applies_only_with_few_packets_outstanding() {
     let cfg = IrnConfig::default();
     let (mut irn, mut flow) = alone(20, cfg.clone());
