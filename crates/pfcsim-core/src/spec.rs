@@ -670,6 +670,35 @@ mod tests {
         assert_eq!(e, "s.toml (line 10): traffic[0]: missing field `duration`");
     }
 
+    /// The keys of TIMELY are checked, with errors that name the key and the fix.
+    #[test]
+    fn timely_keys_are_checked() {
+        let cc = |table: &str| error_of(&format!("{MINIMAL}\n[cc]\n{table}\n"));
+        assert_eq!(
+            cc("kind = \"timely\"\nt_low = \"600us\""),
+            "s.toml: cc.t_low: 600us is not below cc.t_high (500us); give t_low < t_high (e.g. \"50us\" and \"500us\")"
+        );
+        assert_eq!(
+            cc("kind = \"timely\"\nbeta = 1.5"),
+            "s.toml: cc.beta: 1.5 is out of range; use 0 < beta <= 1 (the decrease factor, e.g. 0.8)"
+        );
+        assert_eq!(
+            cc("kind = \"timely\"\nmin_rtt = \"0us\""),
+            "s.toml: cc.min_rtt: must be above 0; give a time such as \"20us\" (valid: > 0s)"
+        );
+        let e = cc("kind = \"timely\"\ng = 0.5");
+        assert!(
+            e.starts_with("s.toml (line 18): cc.g: unknown field `g`, expected one of `alpha`"),
+            "{e}"
+        );
+        // A valid table is taken, and written back with every default.
+        let text = format!("{MINIMAL}\n[cc]\nkind = \"timely\"\n");
+        let spec = Spec::from_toml(&text, "s.toml").unwrap();
+        let resolved = spec.resolved_toml();
+        assert!(resolved.contains("[cc]\nkind = \"timely\"\n"), "{resolved}");
+        assert_eq!(Spec::from_toml(&resolved, "r.toml").unwrap(), spec);
+    }
+
     #[test]
     fn tagged_tables_are_written_tag_first_and_read_back() {
         let text = format!("{MINIMAL}\n[cc]\nkind = \"none\"\n[lb]\nscheme = \"rps\"\n");

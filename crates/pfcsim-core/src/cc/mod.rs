@@ -11,15 +11,24 @@
 //! * [`dcqcn`]: DCQCN, rate-based, for RoCE flows (`[cc] kind = "dcqcn"`).
 //! * [`dctcp`]: DCTCP's reaction to ECN echoes, on the window of TCP flows
 //!   (`transport.tcp.cc = "dctcp"`).
+//! * [`timely`]: TIMELY, rate-based on the RTT gradient, for RoCE flows
+//!   (`[cc] kind = "timely"`).
+//!
+//! What an algorithm needs of the rest of the run is said by [`CcConfig`]: header bytes on
+//! the flow's packets ([`CcConfig::header_bytes`]) and the ACKs' feedback
+//! ([`CcConfig::reads_acks`], delivered through [`CongestionControl::on_feedback`]). A run of
+//! an algorithm that needs neither pays for neither.
 //!
 //! A flow without an algorithm (`Cc::None`: `[cc] kind = "none"` for RoCE, NewReno for TCP,
 //! whose window is the transport's own) sends at line rate within its transport's window.
 
 pub mod dcqcn;
 pub mod dctcp;
+pub mod timely;
 
 pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use dctcp::{Dctcp, DctcpConfig};
+pub use timely::{Timely, TimelyConfig};
 
 use crate::units::Time;
 
@@ -30,6 +39,8 @@ use crate::units::Time;
 pub enum CcConfig {
     /// DCQCN (Mellanox flavour).
     Dcqcn(DcqcnConfig),
+    /// TIMELY (RTT gradient).
+    Timely(TimelyConfig),
     /// No congestion control: every flow sends at line rate.
     None,
 }
@@ -47,9 +58,40 @@ impl CcConfig {
     pub fn validate(&self) -> Result<(), String> {
         match self {
             CcConfig::Dcqcn(d) => d.validate(),
+            CcConfig::Timely(t) => t.validate(),
             CcConfig::None => Ok(()),
         }
     }
+
+    /// Header bytes the algorithm adds to every data packet and every ACK or NACK of a flow,
+    /// as the HPCC authors' simulator sizes them: TIMELY's send timestamp (8 B).
+    pub fn header_bytes(&self) -> u16 {
+        match self {
+            CcConfig::Timely(_) => TIMESTAMP_HEADER_BYTES,
+            CcConfig::Dcqcn(_) | CcConfig::None => 0,
+        }
+    }
+
+    /// The algorithm reads every ACK and NACK ([`CongestionControl::on_feedback`]).
+    pub fn reads_acks(&self) -> bool {
+        matches!(self, CcConfig::Timely(_))
+    }
+}
+
+/// Bytes of TIMELY's send timestamp on a packet (the reference's `IntHeader` in timestamp
+/// mode: one 64-bit word).
+pub const TIMESTAMP_HEADER_BYTES: u16 = 8;
+
+/// What an ACK or NACK tells a rate-based RoCE algorithm that reads them
+/// ([`CcConfig::reads_acks`]).
+#[derive(Clone, Copy, Debug)]
+pub struct AckFeedback {
+    /// The cumulative ACK (the next byte the receiver expects).
+    pub ack_seq: u64,
+    /// The sender's next byte to send, after the ACK.
+    pub snd_nxt: u64,
+    /// The ACK's arrival time minus the send time of the data packet it answers.
+    pub rtt: Time,
 }
 
 /// What an ACK tells a window-based algorithm.
@@ -109,6 +151,10 @@ pub trait CongestionControl {
 
     /// The transport's retransmission timer expired with data up to `high_sent` sent.
     fn on_timeout(&mut self, _high_sent: u64) {}
+
+    /// An ACK or NACK reached the sender of a RoCE flow, in a run whose algorithm reads them
+    /// ([`CcConfig::reads_acks`]), after the transport has taken it.
+    fn on_feedback(&mut self, _cfg: &Self::Config, _ack: &AckFeedback) {}
 
     /// What a rate monitor records at `now`, without changing the state (`None`: the
     /// algorithm sets no rate).
@@ -179,6 +225,14 @@ macro_rules! algorithms {
                 }
             }
 
+            /// See [`CongestionControl::on_feedback`].
+            pub fn on_feedback(&mut self, params: &CcParams, ack: &AckFeedback) {
+                match self {
+                    Cc::None => {}
+                    $(Cc::$variant(s) => CongestionControl::on_feedback(s, &params.$field, ack),)+
+                }
+            }
+
             /// See [`CongestionControl::observe`].
             pub fn observe(&self, params: &CcParams, now: Time) -> Option<RateReading> {
                 match self {
@@ -195,6 +249,8 @@ algorithms! {
     Dcqcn(dcqcn): Dcqcn,
     /// DCTCP's ECN reaction (TCP flows, `transport.tcp.cc = "dctcp"`).
     Dctcp(dctcp): Dctcp,
+    /// TIMELY (RoCE flows, `[cc] kind = "timely"`).
+    Timely(timely): Timely,
 }
 
 impl CcParams {
@@ -204,9 +260,13 @@ impl CcParams {
         CcParams {
             dcqcn: match cc {
                 CcConfig::Dcqcn(c) => c.clone(),
-                CcConfig::None => DcqcnConfig::default(),
+                _ => DcqcnConfig::default(),
             },
             dctcp,
+            timely: match cc {
+                CcConfig::Timely(c) => c.clone(),
+                _ => TimelyConfig::default(),
+            },
         }
     }
 }

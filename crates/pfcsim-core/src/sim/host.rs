@@ -20,6 +20,7 @@
 //! ones their ToR sends. Not modelled: multiple NICs per host, PCIe/host-side delays.
 
 use super::{Event, Simulation};
+use crate::cc::AckFeedback;
 use crate::lb::host::AckEcho;
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::port::CONTROL_PRIO;
@@ -367,7 +368,9 @@ impl Simulation {
     }
 
     /// Sender side: the flow's transport reads the ACK or NACK; the host-side scheme sees it,
-    /// a CNP goes to the congestion control, and the NIC does what the transport asks.
+    /// a CNP goes to the congestion control (and, if it reads ACKs, the ACK itself, after a
+    /// NACK's go-back, as the reference's `HandleAckTimely` comes after `RecoverQueue`), and
+    /// the NIC does what the transport asks.
     fn receive_ack(&mut self, h: u32, pkt: &Packet) {
         let now = self.now;
         let f = pkt.flow;
@@ -402,6 +405,15 @@ impl Simulation {
             flow.nacks_received += 1;
             flow.snd_nxt = flow.snd_una;
             self.mark_sending(h, f);
+        }
+        if self.cc_reads_acks {
+            let flow = &mut self.flows[f as usize];
+            let feedback = AckFeedback {
+                ack_seq: pkt.seq,
+                snd_nxt: flow.snd_nxt,
+                rtt: now.saturating_sub(pkt.sent_at),
+            };
+            flow.cc.on_feedback(&self.transports.cc, &feedback);
         }
         if let Some(at) = outcome.timer {
             self.flows[f as usize].rto_deadline = at;

@@ -171,6 +171,8 @@ pub struct Simulation {
     /// Each transport's state beyond `flows` (`crate::transport`), with the parameters of
     /// the congestion controls.
     transports: Transports,
+    /// The congestion control reads every ACK and NACK (`CcConfig::reads_acks`).
+    cc_reads_acks: bool,
     /// Unit tests: drops the data packets it returns `true` for on arrival at the receiver,
     /// before the transport sees them (as if lost on the last link).
     #[cfg(test)]

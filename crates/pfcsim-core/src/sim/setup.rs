@@ -205,6 +205,7 @@ impl Simulation {
             events_done: 0,
             arena: PacketArena::with_scheme_words(cfg.lb.capabilities().scheme_word)
                 .with_arrivals(cfg.lb.capabilities().sojourn),
+            cc_reads_acks: cfg.cc.reads_acks(),
             ports,
             far_arrivals: FarArrivals::default(),
             host_index,

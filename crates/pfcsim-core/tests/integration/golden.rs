@@ -9,7 +9,9 @@
 //!   RTTs, pinned flows on a warned path with a slow alternative, so that RLB warns and
 //!   recirculates;
 //! * `tiny_scheme_<name>`: the tiny spec under every scheme of `lb::registry()` with its
-//!   defaults (and a loopback where the scheme needs one).
+//!   defaults (and a loopback where the scheme needs one);
+//! * `tiny_cc_<kind>`: the tiny spec under the RoCE congestion controls other than the
+//!   default DCQCN (`[cc] kind = "timely"`) with their defaults.
 //!
 //! Only deterministic numbers are recorded (never wall time or memory).
 //!
@@ -189,6 +191,14 @@ fn golden_rlb_drill_recirculation() {
         "{s:?}"
     );
     insta::assert_snapshot!("rlb_drill_recirculation", text);
+}
+
+#[test]
+fn golden_tiny_every_cc() {
+    let spec = format!("{}\n[cc]\nkind = \"timely\"\n", testing::TINY);
+    let (out, text) = golden(&spec, "timely.toml");
+    assert_eq!(out.stats.flows_finished, out.stats.flows_total);
+    insta::assert_snapshot!("tiny_cc_timely", text);
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //!
 //! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/reference/fabric.md` has the
 //! details and sources):
-//! * Sender: paced at its congestion control's rate (`[cc]`: DCQCN, or line rate without);
+//! * Sender: paced at its congestion control's rate (`[cc]`: DCQCN, TIMELY, or line rate
+//!   without);
 //!   go-back-N on NACK (resend from the first unacknowledged byte); a retransmission timeout
 //!   (`nic.rto`, "0s" for none) restarted by every data packet sent and by every ACK that
 //!   leaves data outstanding, after which the flow resends from its first unacknowledged
@@ -13,6 +14,9 @@
 //! * The CNP flag rides on the ACK/NACK of a CE-marked packet (and on every NACK with
 //!   `cnp_on_nack`, as in ConWeave); an ACK's ECN echo is its CNP flag, a NACK's the mark of
 //!   the packet that triggered it.
+//!
+//! * The congestion control's header bytes (TIMELY's timestamp) ride on every data packet
+//!   and ACK/NACK.
 //!
 //! Not modelled: selective repeat (IRN), window limits, PCIe/host-side delays, multiple NICs
 //! per host.
@@ -25,7 +29,7 @@ use super::{
     AckOutcome, FixedTimeout, FlowState, NicTotals, Observation, Pace, Segment, Transport,
     TransportSetup, Wire,
 };
-use crate::cc::{Cc, CcConfig, CcParams, Dcqcn};
+use crate::cc::{Cc, CcConfig, CcParams, Dcqcn, Timely};
 use crate::packet::{Packet, PacketKind};
 use crate::units::{Rate, Time};
 
@@ -33,22 +37,36 @@ use crate::units::{Rate, Time};
 /// shared [`FlowState`]).
 pub struct GoBackN {
     nic: NicConfig,
+    /// Header bytes of a data packet and bytes of an ACK/NACK, the congestion control's
+    /// header included.
+    data_header: u16,
+    ack_bytes: u16,
 }
 
 impl Transport for GoBackN {
     fn new(setup: &TransportSetup, _flows: &[FlowState]) -> Self {
+        let extra = setup.cc.header_bytes();
         GoBackN {
             nic: setup.nic.clone(),
+            data_header: setup.nic.header_bytes + extra,
+            ack_bytes: setup.nic.control_bytes + extra,
         }
     }
 
     fn wire(setup: &TransportSetup) -> Wire {
-        setup.nic.wire()
+        let extra = setup.cc.header_bytes() as u64;
+        let nic = setup.nic.wire();
+        Wire {
+            header: nic.header + extra,
+            ack: nic.ack + extra,
+            ..nic
+        }
     }
 
     fn cc(setup: &TransportSetup, line: Rate) -> Cc {
         match setup.cc {
             CcConfig::Dcqcn(_) => Cc::Dcqcn(Dcqcn::new(line)),
+            CcConfig::Timely(_) => Cc::Timely(Timely::new(line)),
             CcConfig::None => Cc::None,
         }
     }
@@ -67,7 +85,7 @@ impl Transport for GoBackN {
         Segment {
             seq,
             payload: self.nic.payload.0.min(flow.spec.size - seq),
-            header: self.nic.header_bytes,
+            header: self.data_header,
         }
     }
 
@@ -128,7 +146,7 @@ impl Transport for GoBackN {
             totals.payload_discarded += payload;
             (PacketKind::Ack, pkt.ce(), pkt.ce())
         };
-        let mut reply = pkt.reply(kind, nic.control_bytes);
+        let mut reply = pkt.reply(kind, self.ack_bytes);
         reply.seq = flow.expected;
         reply.set_cnp(cnp);
         reply.set_ce(ce);
@@ -170,6 +188,32 @@ impl Transport for GoBackN {
             rate: reading.map_or(flow.line_rate.bps() as f64, |r| r.rate),
             target: reading.and_then(|r| r.target),
             cwnd: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::TransportConfig;
+
+    /// The congestion control's header bytes ride on data packets and ACKs: TIMELY's 8
+    /// (timestamp), none for DCQCN.
+    #[test]
+    fn the_cc_header_counts_on_the_wire() {
+        for (cc, extra) in [
+            (CcConfig::Timely(Default::default()), 8),
+            (CcConfig::Dcqcn(Default::default()), 0),
+        ] {
+            let (nic, transport) = (NicConfig::default(), TransportConfig::default());
+            let setup = TransportSetup {
+                nic: &nic,
+                transport: &transport,
+                cc: &cc,
+                traffic: &[],
+            };
+            let wire = GoBackN::wire(&setup);
+            assert_eq!((wire.header, wire.ack), (48 + extra, 64 + extra));
         }
     }
 }
