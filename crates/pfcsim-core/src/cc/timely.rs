@@ -207,11 +207,12 @@ impl CongestionControl for Timely {
 mod tests {
     use super::*;
 
-    fn ack(ack_seq: u64, snd_nxt: u64, rtt_us: u64) -> AckFeedback {
+    fn ack(ack_seq: u64, snd_nxt: u64, rtt_us: u64) -> AckFeedback<'static> {
         AckFeedback {
             ack_seq,
             snd_nxt,
             rtt: Time::from_us(rtt_us),
+            int: None,
         }
     }
 

@@ -37,6 +37,7 @@ impl FabricConfig {
             transport: &self.transport,
             cc: &self.cc,
             traffic: &self.traffic_transports,
+            fabric_rtt: None,
         }
     }
 }

@@ -9,6 +9,7 @@ use super::{
     faults, hold, host_lb, reseq, varys, Event, FabricConfig, Guards, SetupError, Simulation,
     StopRule,
 };
+use crate::cc::{FabricRtt, IntStack};
 use crate::engine::{EventQueue, Fingerprint};
 use crate::metrics::{FlowRecord, PortRecord};
 use crate::packet::PacketArena;
@@ -146,7 +147,10 @@ impl Simulation {
             }
         }
         flows.sort_by_key(|f| f.start);
-        let transports = cfg.transports();
+        let mut transports = cfg.transports();
+        if transports.needs_fabric_rtt() {
+            transports.fabric_rtt = Some(fabric_rtt(topo, &adj, &to_host, cfg.nic.payload.0));
+        }
         // Of the flows whose transport has a fixed timeout, the one whose base RTT comes
         // closest to it (the first of the longest RTT, with one such transport), with how far
         // the RTT passes the timeout: every timeout must exceed its flows' RTTs.
@@ -204,8 +208,10 @@ impl Simulation {
             fingerprint: Fingerprint::default(),
             events_done: 0,
             arena: PacketArena::with_scheme_words(cfg.lb.capabilities().scheme_word)
-                .with_arrivals(cfg.lb.capabilities().sojourn),
+                .with_arrivals(cfg.lb.capabilities().sojourn)
+                .with_int(cfg.cc.carries_int()),
             cc_reads_acks: cfg.cc.reads_acks(),
+            int_rx: IntStack::default(),
             ports,
             far_arrivals: FarArrivals::default(),
             host_index,
@@ -344,16 +350,75 @@ fn representative_path(
     let mut path = Vec::new();
     let mut at = src;
     while at != dst {
-        let (next, link) = adj[at as usize]
-            .iter()
-            .filter(|&&(y, _)| dist[y as usize] + 1 == dist[at as usize])
-            .max_by_key(|&&(_, li)| (topo.links[li].rate, std::cmp::Reverse(li)))
-            .copied()
-            .expect("connected topology");
+        let (next, link) = representative_hop(topo, adj, dist, at);
         path.push((topo.links[link].rate, topo.links[link].delay));
         at = next;
     }
     path
+}
+
+/// The next node and link of the representative path from `at` towards the node whose hop
+/// distances are `dist` ([`representative_path`]).
+fn representative_hop(
+    topo: &Topology,
+    adj: &[Vec<(u32, usize)>],
+    dist: &[u32],
+    at: u32,
+) -> (u32, usize) {
+    adj[at as usize]
+        .iter()
+        .filter(|&&(y, _)| dist[y as usize] + 1 == dist[at as usize])
+        .max_by_key(|&&(_, li)| (topo.links[li].rate, std::cmp::Reverse(li)))
+        .copied()
+        .expect("connected topology")
+}
+
+/// The fabric's largest base RTT and BDP over every pair of hosts ([`FabricRtt`]), as the
+/// HPCC and ConWeave ns-3 simulators compute `maxRtt` and `maxBdp` (which HPCC's window and
+/// IRN's BDP flow control use): per pair, on the representative path of the ideal FCTs, twice
+/// the one-way propagation delay plus the serialization of one `payload` (no headers) on
+/// every link one way, and the BDP that RTT at the path's slowest link. The two maxima may
+/// come from different pairs, as in the references. Computed per destination over the nodes
+/// by distance, O(hosts × (nodes + links)); setup calls it only for a run that needs it
+/// (`TransportSetup::needs_fabric_rtt`).
+pub(crate) fn fabric_rtt(
+    topo: &Topology,
+    adj: &[Vec<(u32, usize)>],
+    to_host: &[Vec<u32>],
+    payload: u64,
+) -> FabricRtt {
+    let n = topo.nodes();
+    // Per node, towards the destination: one-way delay, serialization, slowest link.
+    let mut toward = vec![(Time::ZERO, Time::ZERO, Rate(u64::MAX)); n];
+    let mut order: Vec<u32> = Vec::with_capacity(n);
+    let mut largest = FabricRtt::default();
+    for (&dst, dist) in topo.hosts.iter().zip(to_host) {
+        order.clear();
+        order.extend((0..n as u32).filter(|&x| dist[x as usize] != u32::MAX && x != dst));
+        order.sort_by_key(|&x| dist[x as usize]);
+        toward[dst as usize] = (Time::ZERO, Time::ZERO, Rate(u64::MAX));
+        for &x in &order {
+            let (next, link) = representative_hop(topo, adj, dist, x);
+            let l = &topo.links[link];
+            let (delay, serialization, slowest) = toward[next as usize];
+            toward[x as usize] = (
+                delay + l.delay,
+                serialization + l.rate.tx_time(payload),
+                slowest.min(l.rate),
+            );
+        }
+        for &src in &topo.hosts {
+            if src == dst || dist[src as usize] == u32::MAX {
+                continue;
+            }
+            let (delay, serialization, slowest) = toward[src as usize];
+            let rtt = Time(2 * delay.ps()) + serialization;
+            let bdp = rtt.ps() as u128 * slowest.bps() as u128 / 8_000_000_000_000;
+            largest.rtt = largest.rtt.max(rtt);
+            largest.bdp = largest.bdp.max(bdp as u64);
+        }
+    }
+    largest
 }
 
 #[cfg(test)]
@@ -392,6 +457,32 @@ mod tests {
                  the flow smaller or the links of its path faster"
             )
         );
+    }
+
+    /// The largest base RTT is that of the longest path (host, leaf, spine, leaf, host):
+    /// twice its propagation delay plus a payload's serialization on each of its links; the
+    /// largest BDP is at each path's slowest link, and with slower leaf-spine links it is
+    /// that of two hosts of one leaf (4.16 us at 100 Gbps), not of the longest path.
+    #[test]
+    fn the_fabric_rtt_is_the_longest_pairs() {
+        for (fabric_rate, serialization_ns, slowest) in
+            [(100, 4 * 80, 100), (40, 2 * 80 + 2 * 200, 40)]
+        {
+            let topo = Topology::leaf_spine(&LeafSpine {
+                fabric_rate: Rate::gbps(fabric_rate),
+                ..LeafSpine::uniform(2, 2, 2, Rate::gbps(100), Time::from_us(1))
+            });
+            let adj = topo.adjacency();
+            let to_host: Vec<Vec<u32>> = (topo.hosts.iter())
+                .map(|&h| topo.hop_distances_with(&adj, h))
+                .collect();
+            let got = fabric_rtt(&topo, &adj, &to_host, 1_000);
+            let rtt = Time::from_us(8) + Time::from_ns(serialization_ns);
+            assert_eq!(got.rtt, rtt, "{fabric_rate} Gbps");
+            let same_leaf = (Time::from_us(4) + Time::from_ns(160)).ps() * 100 / 8_000;
+            let bdp = (rtt.ps() * slowest / 8_000).max(same_leaf);
+            assert_eq!(got.bdp, bdp, "{fabric_rate} Gbps");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 use super::routes::{HostGroups, RoutingTable};
 use super::{FabricConfig, SetupError, Simulation};
+use crate::cc::IntHop;
 use crate::engine::{mix64, rng_stream, Rng, StreamKind};
 use crate::lb::{
     flow_hash, pick_index, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
@@ -636,6 +637,17 @@ impl Simulation {
             // Only for schemes that piggyback on ACKs (CONGA `feedback_on_acks`).
             sw.with_scheme(now, &self.ports, &mut self.lb_actions, |lb, ctx, _| {
                 lb.on_dequeue(ctx, out_local, pkt, word)
+            });
+        }
+        if self.arena.carries_int() && self.arena.get(pid).kind == PacketKind::Data {
+            // HPCC's telemetry, as the reference writes it at dequeue: before the packet's
+            // own bytes are counted, with the bytes left queued at the port.
+            let port = &self.ports[p as usize];
+            self.arena.int_mut(pid).push(IntHop {
+                time: now,
+                tx_bytes: port.tx_bytes,
+                queue_bytes: port.total_queue_bytes,
+                rate_bps: port.rate().bps(),
             });
         }
         self.start_tx(p, pid);

@@ -38,7 +38,7 @@ pub use flow::FlowState;
 pub use roce::{GoBackN, NicConfig};
 pub use tcp::{Tcp, TcpCc, TcpConfig};
 
-use crate::cc::{Cc, CcConfig, CcParams};
+use crate::cc::{Cc, CcConfig, CcParams, FabricRtt};
 use crate::metrics::{FlowRecord, OodHistogram};
 use crate::packet::Packet;
 use crate::units::{Rate, Time};
@@ -138,6 +138,9 @@ pub struct TransportSetup<'a> {
     /// The transport of the flows of each `[[traffic]]` entry (by `FlowSpec::generator`); an
     /// entry not listed (flows built in code) uses `transport.kind`.
     pub traffic: &'a [TransportKind],
+    /// The fabric's largest base RTT and BDP, computed by setup only for a run that needs
+    /// them ([`TransportSetup::needs_fabric_rtt`]; `sim/setup.rs`, `fabric_rtt`).
+    pub fabric_rtt: Option<FabricRtt>,
 }
 
 /// A retransmission timeout set in advance (not from measured RTTs), which setup checks
@@ -201,6 +204,12 @@ impl TransportSetup<'_> {
         self.protocols()
             .map(|p| self.wire(p).mtu())
             .fold(nic, u64::max)
+    }
+
+    /// Some flow runs a transport or congestion control that needs the fabric's largest base
+    /// RTT and BDP ([`TransportSetup::fabric_rtt`]): RoCE under HPCC.
+    pub fn needs_fabric_rtt(&self) -> bool {
+        self.cc.needs_fabric_rtt() && self.protocols().any(|p| p == Protocol::GoBackN)
     }
 
     /// The parameters of every congestion control, for the run.

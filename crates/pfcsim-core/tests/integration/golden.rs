@@ -11,7 +11,7 @@
 //! * `tiny_scheme_<name>`: the tiny spec under every scheme of `lb::registry()` with its
 //!   defaults (and a loopback where the scheme needs one);
 //! * `tiny_cc_<kind>`: the tiny spec under the RoCE congestion controls other than the
-//!   default DCQCN (`[cc] kind = "timely"`) with their defaults.
+//!   default DCQCN (`[cc] kind = "timely"`, `"hpcc"`) with their defaults.
 //!
 //! Only deterministic numbers are recorded (never wall time or memory).
 //!
@@ -195,10 +195,12 @@ fn golden_rlb_drill_recirculation() {
 
 #[test]
 fn golden_tiny_every_cc() {
-    let spec = format!("{}\n[cc]\nkind = \"timely\"\n", testing::TINY);
-    let (out, text) = golden(&spec, "timely.toml");
-    assert_eq!(out.stats.flows_finished, out.stats.flows_total);
-    insta::assert_snapshot!("tiny_cc_timely", text);
+    for kind in ["timely", "hpcc"] {
+        let spec = format!("{}\n[cc]\nkind = \"{kind}\"\n", testing::TINY);
+        let (out, text) = golden(&spec, &format!("{kind}.toml"));
+        assert_eq!(out.stats.flows_finished, out.stats.flows_total, "{kind}");
+        insta::assert_snapshot!(format!("tiny_cc_{kind}"), text);
+    }
 }
 
 #[test]

@@ -2,9 +2,9 @@
 //!
 //! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/reference/fabric.md` has the
 //! details and sources):
-//! * Sender: paced at its congestion control's rate (`[cc]`: DCQCN, TIMELY, or line rate
-//!   without);
-//!   go-back-N on NACK (resend from the first unacknowledged byte); a retransmission timeout
+//! * Sender: paced at its congestion control's rate (`[cc]`: DCQCN, TIMELY, HPCC, or line
+//!   rate without), with at most its congestion control's window in flight (HPCC: the
+//!   reference's `IsWinBound`, bytes sent beyond the cumulative ACK); go-back-N on NACK (resend from the first unacknowledged byte); a retransmission timeout
 //!   (`nic.rto`, "0s" for none) restarted by every data packet sent and by every ACK that
 //!   leaves data outstanding, after which the flow resends from its first unacknowledged
 //!   byte.
@@ -15,11 +15,10 @@
 //!   `cnp_on_nack`, as in ConWeave); an ACK's ECN echo is its CNP flag, a NACK's the mark of
 //!   the packet that triggered it.
 //!
-//! * The congestion control's header bytes (TIMELY's timestamp) ride on every data packet
-//!   and ACK/NACK.
+//! * The congestion control's header bytes (TIMELY's timestamp, HPCC's telemetry) ride on
+//!   every data packet and ACK/NACK.
 //!
-//! Not modelled: selective repeat (IRN), window limits, PCIe/host-side delays, multiple NICs
-//! per host.
+//! Not modelled: selective repeat (IRN), PCIe/host-side delays, multiple NICs per host.
 
 mod config;
 
@@ -29,7 +28,7 @@ use super::{
     AckOutcome, FixedTimeout, FlowState, NicTotals, Observation, Pace, Segment, Transport,
     TransportSetup, Wire,
 };
-use crate::cc::{Cc, CcConfig, CcParams, Dcqcn, Timely};
+use crate::cc::{Cc, CcConfig, CcParams, Dcqcn, Hpcc, Timely};
 use crate::packet::{Packet, PacketKind};
 use crate::units::{Rate, Time};
 
@@ -41,6 +40,8 @@ pub struct GoBackN {
     /// header included.
     data_header: u16,
     ack_bytes: u16,
+    /// The congestion control keeps a window on the bytes in flight.
+    windowed: bool,
 }
 
 impl Transport for GoBackN {
@@ -50,6 +51,7 @@ impl Transport for GoBackN {
             nic: setup.nic.clone(),
             data_header: setup.nic.header_bytes + extra,
             ack_bytes: setup.nic.control_bytes + extra,
+            windowed: setup.cc.has_window(),
         }
     }
 
@@ -67,6 +69,12 @@ impl Transport for GoBackN {
         match setup.cc {
             CcConfig::Dcqcn(_) => Cc::Dcqcn(Dcqcn::new(line)),
             CcConfig::Timely(_) => Cc::Timely(Timely::new(line)),
+            CcConfig::Hpcc(c) => {
+                let fabric = setup
+                    .fabric_rtt
+                    .expect("setup computes the fabric's RTT for HPCC");
+                Cc::Hpcc(Hpcc::new(line, c, fabric))
+            }
             CcConfig::None => Cc::None,
         }
     }
@@ -77,6 +85,18 @@ impl Transport for GoBackN {
             rto: setup.nic.rto,
             advice: "give a timeout well above it (default \"4ms\"), or \"0s\" for none",
         })
+    }
+
+    /// Bytes left, within the congestion control's window if it keeps one (the window is
+    /// read only in a run whose algorithm has one).
+    #[inline]
+    fn can_send(&self, flow: &FlowState) -> bool {
+        flow.snd_nxt < flow.spec.size
+            && (!self.windowed
+                || flow
+                    .cc
+                    .window()
+                    .is_none_or(|w| flow.snd_nxt.saturating_sub(flow.snd_una) < w))
     }
 
     #[inline]
@@ -154,7 +174,8 @@ impl Transport for GoBackN {
     }
 
     /// Cumulative ACK; a NACK goes back to the first unacknowledged byte; the timer restarts
-    /// while data is outstanding; the NIC is asked to send after every ACK.
+    /// while data is outstanding; the NIC is asked to send after every ACK (a windowed flow,
+    /// which its window may have held, is listed among the flows with data ready again).
     #[inline]
     fn on_ack(
         &mut self,
@@ -172,7 +193,7 @@ impl Transport for GoBackN {
             loss: nack,
             go_back: nack,
             timer: outstanding.then(|| self.timer_on_send(flow, now)).flatten(),
-            send: false,
+            send: self.windowed,
             kick: true,
         }
     }
@@ -187,7 +208,7 @@ impl Transport for GoBackN {
         Observation {
             rate: reading.map_or(flow.line_rate.bps() as f64, |r| r.rate),
             target: reading.and_then(|r| r.target),
-            cwnd: None,
+            cwnd: flow.cc.window(),
         }
     }
 }
@@ -195,13 +216,51 @@ impl Transport for GoBackN {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::TransportConfig;
+    use crate::cc::{FabricRtt, HpccConfig};
+    use crate::traffic::FlowSpec;
+    use crate::transport::{Protocol, TransportConfig};
 
-    /// The congestion control's header bytes ride on data packets and ACKs: TIMELY's 8
-    /// (timestamp), none for DCQCN.
+    /// Under HPCC a flow may send only while the bytes past its cumulative ACK are below its
+    /// window (one BDP at line rate); without a window (DCQCN) only the bytes left count.
+    #[test]
+    fn the_window_caps_the_bytes_in_flight() {
+        let fabric = FabricRtt {
+            rtt: Time::from_us(10),
+            bdp: 125_000,
+        };
+        for (cc, window) in [
+            (CcConfig::Hpcc(HpccConfig::default()), Some(125_000)),
+            (CcConfig::Dcqcn(Default::default()), None),
+        ] {
+            let nic = NicConfig::default();
+            let transport = TransportConfig::default();
+            let setup = TransportSetup {
+                nic: &nic,
+                transport: &transport,
+                cc: &cc,
+                traffic: &[],
+                fabric_rtt: Some(fabric),
+            };
+            let line = Rate::gbps(100);
+            let how = (Protocol::GoBackN, GoBackN::cc(&setup, line));
+            let spec = FlowSpec::scripted(0, 1, 10_000_000, Time::ZERO);
+            let mut flow = FlowState::new(0, spec, Time::ZERO, line, how);
+            let gbn = GoBackN::new(&setup, &[]);
+            assert_eq!(flow.cc.window(), window);
+            flow.snd_una = 1_000_000;
+            flow.snd_nxt = 1_000_000 + 124_999;
+            assert!(gbn.can_send(&flow));
+            flow.snd_nxt = 1_000_000 + 125_000;
+            assert_eq!(gbn.can_send(&flow), window.is_none(), "{cc:?}");
+        }
+    }
+
+    /// The congestion control's header bytes ride on data packets and ACKs: HPCC's 42
+    /// (telemetry), TIMELY's 8 (timestamp), none for DCQCN.
     #[test]
     fn the_cc_header_counts_on_the_wire() {
         for (cc, extra) in [
+            (CcConfig::Hpcc(HpccConfig::default()), 42),
             (CcConfig::Timely(Default::default()), 8),
             (CcConfig::Dcqcn(Default::default()), 0),
         ] {
@@ -211,6 +270,7 @@ mod tests {
                 transport: &transport,
                 cc: &cc,
                 traffic: &[],
+                fabric_rtt: None,
             };
             let wire = GoBackN::wire(&setup);
             assert_eq!((wire.header, wire.ack), (48 + extra, 64 + extra));
