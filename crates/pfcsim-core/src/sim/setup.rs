@@ -359,6 +359,7 @@ fn representative_path(
 
 /// The next node and link of the representative path from `at` towards the node whose hop
 /// distances are `dist` ([`representative_path`]).
+#[inline]
 fn representative_hop(
     topo: &Topology,
     adj: &[Vec<(u32, usize)>],

@@ -89,7 +89,7 @@ impl Transport for GoBackN {
 
     /// Bytes left, within the congestion control's window if it keeps one (the window is
     /// read only in a run whose algorithm has one).
-    #[inline]
+    #[inline(always)]
     fn can_send(&self, flow: &FlowState) -> bool {
         flow.snd_nxt < flow.spec.size
             && (!self.windowed
@@ -109,11 +109,16 @@ impl Transport for GoBackN {
         }
     }
 
-    /// At the congestion control's rate, or line rate without one.
-    #[inline]
+    /// At the congestion control's rate, or line rate without one. DCQCN, the common case,
+    /// is read first with one comparison: the dispatch over every algorithm (a jump table
+    /// since the rate-based ones were added) cost R1 8 instructions a packet.
+    #[inline(always)]
     fn pace(&self, flow: &mut FlowState, cc: &CcParams, now: Time) -> Pace {
-        let line = flow.line_rate.bps() as f64;
-        Pace::Rate(flow.cc.rate(cc, now).unwrap_or(line))
+        let rate = match &mut flow.cc {
+            Cc::Dcqcn(d) => d.rate(&cc.dcqcn, now),
+            other => other.rate(cc, now).unwrap_or(flow.line_rate.bps() as f64),
+        };
+        Pace::Rate(rate)
     }
 
     /// Every data packet restarts the timer.
