@@ -5,6 +5,7 @@
 //! Freed slots are reused, so once the number of packets in flight has peaked the arena
 //! allocates nothing more.
 
+use crate::cc::IntStack;
 use crate::units::Time;
 
 /// Index of a packet in the [`PacketArena`].
@@ -288,6 +289,11 @@ pub struct PacketArena {
     /// sojourn times (empty otherwise).
     arrivals: Vec<Time>,
     track_arrivals: bool,
+    /// Each slot's in-band telemetry, if the run's congestion control reads it (empty
+    /// otherwise): written by the sender (cleared), the switches and the receiver (the ACK's
+    /// echo), never reset by `alloc`.
+    int: Vec<IntStack>,
+    carries_int: bool,
     free: Vec<u32>,
     live: usize,
 }
@@ -339,7 +345,37 @@ impl PacketArena {
         if self.track_arrivals {
             self.arrivals.push(Time::ZERO);
         }
+        if self.carries_int {
+            self.int.push(IntStack::default());
+        }
         PacketId(self.slots.len() as u32 - 1)
+    }
+
+    /// This arena, keeping for each packet its in-band telemetry ([`PacketArena::int_mut`]),
+    /// if `carry` (HPCC).
+    pub fn with_int(self, carry: bool) -> PacketArena {
+        PacketArena {
+            carries_int: carry,
+            ..self
+        }
+    }
+
+    /// The arena keeps in-band telemetry.
+    #[inline]
+    pub fn carries_int(&self) -> bool {
+        self.carries_int
+    }
+
+    /// Packet `id`'s in-band telemetry (only in an arena [`PacketArena::with_int`]).
+    #[inline]
+    pub fn int(&self, id: PacketId) -> &IntStack {
+        &self.int[id.0 as usize]
+    }
+
+    /// Packet `id`'s in-band telemetry, to write (only in an arena [`PacketArena::with_int`]).
+    #[inline]
+    pub fn int_mut(&mut self, id: PacketId) -> &mut IntStack {
+        &mut self.int[id.0 as usize]
     }
 
     /// Records that packet `id` arrived at a switch at `at` (only in an arena

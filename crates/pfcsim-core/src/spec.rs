@@ -209,6 +209,13 @@ impl Spec {
         self.lb.validate()?;
         self.transport.validate()?;
         self.validate_transport()?;
+        if self.cc.carries_int() && self.lb.scheme().resequencing().is_some() {
+            return err(format!(
+                "cc.kind: \"{}\" echoes each data packet's telemetry on its ACK, and scheme \"{}\" resequences packets at the receiver, where the telemetry is not kept; set lb.resequence = false, or use another cc.kind (\"dcqcn\", \"timely\")",
+                self.cc.name(),
+                self.lb.name()
+            ));
+        }
         if self.lb.capabilities().loopback && self.switch.loopback.is_none() {
             return err(format!(
                 "switch.loopback: missing; scheme \"{}\" recirculates packets through a loopback link: add [switch.loopback] with rate and delay (e.g. rate = \"40Gbps\", delay = \"500ns\"), or set lb.recirculation = false",
@@ -668,6 +675,57 @@ mod tests {
         assert_eq!(e, "s.toml (line 10): traffic[0]: missing field `kind`");
         let e = error_of(&MINIMAL.replace("duration = \"1ms\"", ""));
         assert_eq!(e, "s.toml (line 10): traffic[0]: missing field `duration`");
+    }
+
+    /// The keys of TIMELY and HPCC are checked, with errors that name the key and the fix.
+    #[test]
+    fn timely_and_hpcc_keys_are_checked() {
+        let cc = |table: &str| error_of(&format!("{MINIMAL}\n[cc]\n{table}\n"));
+        assert_eq!(
+            cc("kind = \"timely\"\nt_low = \"600us\""),
+            "s.toml: cc.t_low: 600us is not below cc.t_high (500us); give t_low < t_high (e.g. \"50us\" and \"500us\")"
+        );
+        assert_eq!(
+            cc("kind = \"timely\"\nbeta = 1.5"),
+            "s.toml: cc.beta: 1.5 is out of range; use 0 < beta <= 1 (the decrease factor, e.g. 0.8)"
+        );
+        assert_eq!(
+            cc("kind = \"timely\"\nmin_rtt = \"0us\""),
+            "s.toml: cc.min_rtt: must be above 0; give a time such as \"20us\" (valid: > 0s)"
+        );
+        let e = cc("kind = \"timely\"\ng = 0.5");
+        assert!(
+            e.starts_with("s.toml (line 18): cc.g: unknown field `g`, expected one of `alpha`"),
+            "{e}"
+        );
+        assert_eq!(
+            cc("kind = \"hpcc\"\neta = 0"),
+            "s.toml: cc.eta: 0 is out of range; use 0 < eta <= 1 (the target utilisation, e.g. 0.95)"
+        );
+        assert_eq!(
+            cc("kind = \"hpcc\"\nwindow = false"),
+            "s.toml: cc.variable_window: true needs cc.window = true (a window to vary); set window = true or variable_window = false"
+        );
+        let e = cc("kind = \"hpcc\"\ng = 0.5");
+        assert!(
+            e.starts_with("s.toml (line 18): cc.g: unknown field `g`, expected one of `eta`"),
+            "{e}"
+        );
+        assert_eq!(
+            error_of(&format!("{MINIMAL}\n[cc]\nkind = \"hpcc\"\n[lb]\nscheme = \"presto\"\n")),
+            "s.toml: cc.kind: \"hpcc\" echoes each data packet's telemetry on its ACK, and scheme \"presto\" resequences packets at the receiver, where the telemetry is not kept; set lb.resequence = false, or use another cc.kind (\"dcqcn\", \"timely\")"
+        );
+        // Valid tables are taken, and written back with every default.
+        for kind in ["timely", "hpcc"] {
+            let text = format!("{MINIMAL}\n[cc]\nkind = \"{kind}\"\n");
+            let spec = Spec::from_toml(&text, "s.toml").unwrap();
+            let resolved = spec.resolved_toml();
+            assert!(
+                resolved.contains(&format!("[cc]\nkind = \"{kind}\"\n")),
+                "{resolved}"
+            );
+            assert_eq!(Spec::from_toml(&resolved, "r.toml").unwrap(), spec);
+        }
     }
 
     #[test]

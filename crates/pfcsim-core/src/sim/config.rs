@@ -38,7 +38,7 @@ impl FabricConfig {
             cc: &self.cc,
             traffic: &self.traffic_transports,
             lossless: self.switch.pfc.enabled,
-            fabric_bdp: None,
+            fabric_rtt: None,
         }
     }
 }

@@ -20,6 +20,7 @@
 //! ones their ToR sends. Not modelled: multiple NICs per host, PCIe/host-side delays.
 
 use super::{Event, Simulation};
+use crate::cc::AckFeedback;
 use crate::lb::host::AckEcho;
 use crate::packet::{Packet, PacketId, PacketKind};
 use crate::port::CONTROL_PRIO;
@@ -253,6 +254,9 @@ impl Simulation {
             self.unlist_sending(h, i);
         }
         let pid = self.arena.alloc(pkt);
+        if self.arena.carries_int() {
+            self.arena.int_mut(pid).clear();
+        }
         self.start_tx(p, pid);
     }
 
@@ -304,6 +308,9 @@ impl Simulation {
     /// A packet arrived at host `h`.
     pub(super) fn host_receive(&mut self, h: u32, pid: PacketId) {
         let pkt = *self.arena.get(pid);
+        if self.arena.carries_int() {
+            self.int_rx = *self.arena.int(pid);
+        }
         self.arena.free(pid);
         match pkt.kind {
             PacketKind::Data => self.receive_data(h, &pkt),
@@ -329,7 +336,8 @@ impl Simulation {
     }
 
     /// Receiver side of the flow's transport: what the packet delivers, and the ACK or NACK
-    /// it answers with (carrying, for a host-side scheme, the packet's path tag).
+    /// it answers with (carrying, for a host-side scheme, the packet's path tag, and in a run
+    /// with in-band telemetry the packet's, `int_rx`).
     pub(super) fn transport_receive(&mut self, h: u32, pkt: &Packet) {
         #[cfg(test)]
         if self.drop_data.as_mut().is_some_and(|d| d(pkt)) {
@@ -344,7 +352,10 @@ impl Simulation {
             if self.host_side.is_some() {
                 ack.lb.path_tag = pkt.lb.path_tag;
             }
-            self.host_enqueue(h, CONTROL_PRIO, ack);
+            let pid = self.host_enqueue(h, CONTROL_PRIO, ack);
+            if self.arena.carries_int() {
+                *self.arena.int_mut(pid) = self.int_rx;
+            }
         }
     }
 
@@ -352,22 +363,27 @@ impl Simulation {
     /// NIC send. A NIC that would take it out of the queue at once (idle, nothing queued,
     /// `prio` not paused: `host_send` then sends the one queued packet first, whatever its
     /// priority) sends it without the round trip through the queue, as a switch egress does
-    /// (`PortState::pass_through`): most ACKs leave an idle receiver's NIC so.
-    pub(super) fn host_enqueue(&mut self, h: u32, prio: u8, pkt: Packet) {
+    /// (`PortState::pass_through`): most ACKs leave an idle receiver's NIC so. Returns the
+    /// packet's id (it is on its way).
+    pub(super) fn host_enqueue(&mut self, h: u32, prio: u8, pkt: Packet) -> PacketId {
         let p = self.hosts[h as usize].port;
         let pid = self.arena.alloc(pkt);
         let now = self.now;
         let port = &mut self.ports[p as usize];
         if port.takes_at_once(prio, now) {
             port.pass_through(self.arena.get(pid), now);
-            return self.start_tx(p, pid);
+            self.start_tx(p, pid);
+            return pid;
         }
         port.enqueue(prio, pid, &mut self.arena, now);
         self.try_send(p);
+        pid
     }
 
     /// Sender side: the flow's transport reads the ACK or NACK; the host-side scheme sees it,
-    /// a CNP goes to the congestion control, and the NIC does what the transport asks.
+    /// a CNP goes to the congestion control (and, if it reads ACKs, the ACK itself, after a
+    /// NACK's go-back, as the reference's `HandleAckHp`/`HandleAckTimely` come after
+    /// `RecoverQueue`), and the NIC does what the transport asks.
     fn receive_ack(&mut self, h: u32, pkt: &Packet) {
         let now = self.now;
         let f = pkt.flow;
@@ -402,6 +418,16 @@ impl Simulation {
             flow.nacks_received += 1;
             flow.snd_nxt = flow.snd_una;
             self.mark_sending(h, f);
+        }
+        if self.cc_reads_acks {
+            let flow = &mut self.flows[f as usize];
+            let feedback = AckFeedback {
+                ack_seq: pkt.seq,
+                snd_nxt: flow.snd_nxt,
+                rtt: now.saturating_sub(pkt.sent_at),
+                int: self.arena.carries_int().then_some(&self.int_rx),
+            };
+            flow.cc.on_feedback(&self.transports.cc, &feedback);
         }
         if let Some(at) = outcome.timer {
             self.flows[f as usize].rto_deadline = at;

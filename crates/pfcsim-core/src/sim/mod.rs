@@ -171,6 +171,12 @@ pub struct Simulation {
     /// Each transport's state beyond `flows` (`crate::transport`), with the parameters of
     /// the congestion controls.
     transports: Transports,
+    /// The congestion control reads every ACK and NACK (`CcConfig::reads_acks`).
+    cc_reads_acks: bool,
+    /// In a run whose packets carry in-band telemetry (`PacketArena::carries_int`), that of
+    /// the packet a host is taking in: a data packet's, for its ACK to echo; an ACK's, for
+    /// the sender's congestion control.
+    int_rx: crate::cc::IntStack,
     /// Unit tests: drops the data packets it returns `true` for on arrival at the receiver,
     /// before the transport sees them (as if lost on the last link).
     #[cfg(test)]

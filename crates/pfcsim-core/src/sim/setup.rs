@@ -9,6 +9,7 @@ use super::{
     faults, hold, host_lb, reseq, varys, Event, FabricConfig, Guards, SetupError, Simulation,
     StopRule,
 };
+use crate::cc::{FabricRtt, IntStack};
 use crate::engine::{EventQueue, Fingerprint};
 use crate::metrics::{FlowRecord, PortRecord};
 use crate::packet::PacketArena;
@@ -148,8 +149,7 @@ impl Simulation {
         flows.sort_by_key(|f| f.start);
         let mut transports = cfg.transports();
         if transports.needs_fabric_rtt() {
-            let payload = cfg.nic.payload.0;
-            transports.fabric_bdp = Some(largest_base_rtt(topo, &adj, &to_host, payload).1);
+            transports.fabric_rtt = Some(fabric_rtt(topo, &adj, &to_host, cfg.nic.payload.0));
         }
         // Of the flows whose transport has a fixed timeout, the one whose base RTT comes
         // closest to it (the first of the longest RTT, with one such transport), with how far
@@ -208,7 +208,10 @@ impl Simulation {
             fingerprint: Fingerprint::default(),
             events_done: 0,
             arena: PacketArena::with_scheme_words(cfg.lb.capabilities().scheme_word)
-                .with_arrivals(cfg.lb.capabilities().sojourn),
+                .with_arrivals(cfg.lb.capabilities().sojourn)
+                .with_int(cfg.cc.carries_int()),
+            cc_reads_acks: cfg.cc.reads_acks(),
+            int_rx: IntStack::default(),
             ports,
             far_arrivals: FarArrivals::default(),
             host_index,
@@ -335,55 +338,29 @@ impl Simulation {
     }
 }
 
-/// The largest base RTT between two hosts of the fabric, and its bandwidth-delay product in
-/// bytes, as the ns-3 RDMA simulators compute them for their windows and IRN's BDP cap
-/// (`maxRtt`, `maxBdp`): for every pair of hosts, on the reference path
-/// ([`representative_path`]), twice the one-way propagation delay plus the serialization of
-/// one `payload`-byte packet on every link one way; the BDP is that RTT at the sending host's
-/// link rate. (On R1's leaf-spine, 8.32 us and 104,000 bytes, as the ConWeave simulator
-/// finds.)
-pub(super) fn largest_base_rtt(
+/// The links (rate, delay) of the unloaded reference path from `src` to `dst`: a shortest
+/// path that, at every hop, takes the fastest equal-cost link (first one on ties).
+fn representative_path(
     topo: &Topology,
     adj: &[Vec<(u32, usize)>],
-    to_host: &[Vec<u32>],
-    payload: u64,
-) -> (Time, u64) {
-    let mut largest = (Time::ZERO, 0u64);
-    // Per destination: each node's (propagation, serialization) to it along the reference
-    // path, filled as walks from the sources reach it.
-    let mut memo: Vec<Option<(Time, Time)>> = vec![None; adj.len()];
-    let mut chain = Vec::new();
-    for (&dst, dist) in topo.hosts.iter().zip(to_host) {
-        memo.iter_mut().for_each(|m| *m = None);
-        memo[dst as usize] = Some((Time::ZERO, Time::ZERO));
-        for &src in &topo.hosts {
-            if src == dst {
-                continue;
-            }
-            let mut at = src;
-            while memo[at as usize].is_none() {
-                let (next, link) = reference_hop(topo, adj, dist, at);
-                chain.push((at, link));
-                at = next;
-            }
-            let (mut delay, mut serial) = memo[at as usize].expect("reached");
-            for (node, link) in chain.drain(..).rev() {
-                delay += topo.links[link].delay;
-                serial += topo.links[link].rate.tx_time(payload);
-                memo[node as usize] = Some((delay, serial));
-            }
-            let rtt = delay + delay + serial;
-            let rate = topo.links[adj[src as usize][0].1].rate;
-            let bdp = (rtt.ps() as u128 * rate.bps() as u128 / 8 / 1_000_000_000_000) as u64;
-            largest = largest.max((rtt, bdp));
-        }
+    dist: &[u32],
+    src: u32,
+    dst: u32,
+) -> Vec<(Rate, Time)> {
+    let mut path = Vec::new();
+    let mut at = src;
+    while at != dst {
+        let (next, link) = representative_hop(topo, adj, dist, at);
+        path.push((topo.links[link].rate, topo.links[link].delay));
+        at = next;
     }
-    largest
+    path
 }
 
-/// The next node and link from `at` on the reference path to the host whose hop distances
-/// are `dist`: the fastest link one hop closer (the first on ties).
-fn reference_hop(
+/// The next node and link of the representative path from `at` towards the node whose hop
+/// distances are `dist` ([`representative_path`]).
+#[inline]
+fn representative_hop(
     topo: &Topology,
     adj: &[Vec<(u32, usize)>],
     dist: &[u32],
@@ -397,23 +374,52 @@ fn reference_hop(
         .expect("connected topology")
 }
 
-/// The links (rate, delay) of the unloaded reference path from `src` to `dst`: a shortest
-/// path that, at every hop, takes the fastest equal-cost link (first one on ties).
-fn representative_path(
+/// The fabric's largest base RTT and BDP over every pair of hosts ([`FabricRtt`]), as the
+/// HPCC and ConWeave ns-3 simulators compute `maxRtt` and `maxBdp` (which HPCC's window and
+/// IRN's BDP flow control use): per pair, on the representative path of the ideal FCTs, twice
+/// the one-way propagation delay plus the serialization of one `payload` (no headers) on
+/// every link one way, and the BDP that RTT at the path's slowest link. The two maxima may
+/// come from different pairs, as in the references. Computed per destination over the nodes
+/// by distance, O(hosts × (nodes + links)); setup calls it only for a run that needs it
+/// (`TransportSetup::needs_fabric_rtt`).
+pub(crate) fn fabric_rtt(
     topo: &Topology,
     adj: &[Vec<(u32, usize)>],
-    dist: &[u32],
-    src: u32,
-    dst: u32,
-) -> Vec<(Rate, Time)> {
-    let mut path = Vec::new();
-    let mut at = src;
-    while at != dst {
-        let (next, link) = reference_hop(topo, adj, dist, at);
-        path.push((topo.links[link].rate, topo.links[link].delay));
-        at = next;
+    to_host: &[Vec<u32>],
+    payload: u64,
+) -> FabricRtt {
+    let n = topo.nodes();
+    // Per node, towards the destination: one-way delay, serialization, slowest link.
+    let mut toward = vec![(Time::ZERO, Time::ZERO, Rate(u64::MAX)); n];
+    let mut order: Vec<u32> = Vec::with_capacity(n);
+    let mut largest = FabricRtt::default();
+    for (&dst, dist) in topo.hosts.iter().zip(to_host) {
+        order.clear();
+        order.extend((0..n as u32).filter(|&x| dist[x as usize] != u32::MAX && x != dst));
+        order.sort_by_key(|&x| dist[x as usize]);
+        toward[dst as usize] = (Time::ZERO, Time::ZERO, Rate(u64::MAX));
+        for &x in &order {
+            let (next, link) = representative_hop(topo, adj, dist, x);
+            let l = &topo.links[link];
+            let (delay, serialization, slowest) = toward[next as usize];
+            toward[x as usize] = (
+                delay + l.delay,
+                serialization + l.rate.tx_time(payload),
+                slowest.min(l.rate),
+            );
+        }
+        for &src in &topo.hosts {
+            if src == dst || dist[src as usize] == u32::MAX {
+                continue;
+            }
+            let (delay, serialization, slowest) = toward[src as usize];
+            let rtt = Time(2 * delay.ps()) + serialization;
+            let bdp = rtt.ps() as u128 * slowest.bps() as u128 / 8_000_000_000_000;
+            largest.rtt = largest.rtt.max(rtt);
+            largest.bdp = largest.bdp.max(bdp as u64);
+        }
     }
-    path
+    largest
 }
 
 #[cfg(test)]
@@ -421,27 +427,6 @@ mod tests {
     use super::*;
     use crate::topology::LeafSpine;
     use crate::units::Rate;
-
-    /// The fabric's largest base RTT and BDP as the ns-3 RDMA simulators compute them: R1's
-    /// leaf-spine (8 leaves x 8 spines x 16 hosts, 100 Gbps and 1 us links) gives the 8.32 us
-    /// and 104,000 bytes of the ConWeave simulator; hosts under one leaf are closer, and
-    /// halving the spine links' rate lengthens the RTT by two payloads' serialization.
-    #[test]
-    fn the_largest_base_rtt_is_the_references() {
-        let largest = |spine_rate: Rate, leaves: u32| {
-            let mut shape = LeafSpine::uniform(leaves, 8, 16, Rate::gbps(100), Time::from_us(1));
-            shape.fabric_rate = spine_rate;
-            let topo = Topology::leaf_spine(&shape);
-            let adj = topo.adjacency();
-            let to_host: Vec<Vec<u32>> = (topo.hosts.iter())
-                .map(|&h| topo.hop_distances_with(&adj, h))
-                .collect();
-            largest_base_rtt(&topo, &adj, &to_host, 1000)
-        };
-        assert_eq!(largest(Rate::gbps(100), 8), (Time(8_320_000), 104_000));
-        assert_eq!(largest(Rate::gbps(100), 1), (Time(4_160_000), 52_000));
-        assert_eq!(largest(Rate::gbps(50), 8), (Time(8_480_000), 106_000));
-    }
 
     /// A flow whose ideal FCT is past what the clock counts is refused (its ideal FCT once
     /// wrapped around in release builds); one just within it is taken, with its ideal FCT.
@@ -473,6 +458,32 @@ mod tests {
                  the flow smaller or the links of its path faster"
             )
         );
+    }
+
+    /// The largest base RTT is that of the longest path (host, leaf, spine, leaf, host):
+    /// twice its propagation delay plus a payload's serialization on each of its links; the
+    /// largest BDP is at each path's slowest link, and with slower leaf-spine links it is
+    /// that of two hosts of one leaf (4.16 us at 100 Gbps), not of the longest path.
+    #[test]
+    fn the_fabric_rtt_is_the_longest_pairs() {
+        for (fabric_rate, serialization_ns, slowest) in
+            [(100, 4 * 80, 100), (40, 2 * 80 + 2 * 200, 40)]
+        {
+            let topo = Topology::leaf_spine(&LeafSpine {
+                fabric_rate: Rate::gbps(fabric_rate),
+                ..LeafSpine::uniform(2, 2, 2, Rate::gbps(100), Time::from_us(1))
+            });
+            let adj = topo.adjacency();
+            let to_host: Vec<Vec<u32>> = (topo.hosts.iter())
+                .map(|&h| topo.hop_distances_with(&adj, h))
+                .collect();
+            let got = fabric_rtt(&topo, &adj, &to_host, 1_000);
+            let rtt = Time::from_us(8) + Time::from_ns(serialization_ns);
+            assert_eq!(got.rtt, rtt, "{fabric_rate} Gbps");
+            let same_leaf = (Time::from_us(4) + Time::from_ns(160)).ps() * 100 / 8_000;
+            let bdp = (rtt.ps() * slowest / 8_000).max(same_leaf);
+            assert_eq!(got.bdp, bdp, "{fabric_rate} Gbps");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 use super::routes::{HostGroups, RoutingTable};
 use super::{FabricConfig, SetupError, Simulation};
+use crate::cc::IntHop;
 use crate::engine::{mix64, rng_stream, Rng, StreamKind};
 use crate::lb::{
     flow_hash, pick_index, pinned_choice, Capabilities, Layer, LbAction, LbCtx, LbFabric, PortDir,
@@ -638,6 +639,9 @@ impl Simulation {
                 lb.on_dequeue(ctx, out_local, pkt, word)
             });
         }
+        if self.arena.carries_int() {
+            self.push_int(p, pid);
+        }
         self.start_tx(p, pid);
         if !self.lb_actions.is_empty() {
             self.apply_lb_actions(s);
@@ -647,6 +651,24 @@ impl Simulation {
         } else if frames {
             self.send_mmu_frames(s);
         }
+    }
+
+    /// HPCC's telemetry, as the reference writes it at dequeue: if `pid` is a data packet
+    /// leaving port `p` now, its record of the port (before the packet's own bytes are
+    /// counted, with the bytes left queued). Out of line: inlined into `switch_depart`, its
+    /// code alone cost R1 (no telemetry) 0.8% more instructions.
+    #[inline(never)]
+    fn push_int(&mut self, p: u32, pid: PacketId) {
+        if self.arena.get(pid).kind != PacketKind::Data {
+            return;
+        }
+        let port = &self.ports[p as usize];
+        self.arena.int_mut(pid).push(IntHop {
+            time: self.now,
+            tx_bytes: port.tx_bytes,
+            queue_bytes: port.total_queue_bytes,
+            rate_bps: port.rate().bps(),
+        });
     }
 
     /// Sends the PFC frames switch `s`'s MMU decided on (a model that resumes other ingresses

@@ -42,7 +42,7 @@ pub use irn::{Irn, IrnConfig, Recovery};
 pub use roce::{GoBackN, NicConfig};
 pub use tcp::{Tcp, TcpCc, TcpConfig};
 
-use crate::cc::{Cc, CcConfig, CcParams};
+use crate::cc::{Cc, CcConfig, CcParams, Dcqcn, FabricRtt, Hpcc, Timely};
 use crate::metrics::{FlowRecord, OodHistogram};
 use crate::packet::Packet;
 use crate::units::{Rate, Time};
@@ -144,9 +144,9 @@ pub struct TransportSetup<'a> {
     pub traffic: &'a [TransportKind],
     /// PFC is on at the switches (`switch.pfc.enabled`).
     pub lossless: bool,
-    /// The fabric's largest base-RTT bandwidth-delay product in bytes, computed by setup when
-    /// a transport of the run asks for it ([`Transport::needs_fabric_rtt`]).
-    pub fabric_bdp: Option<u64>,
+    /// The fabric's largest base RTT and BDP, computed by setup only for a run that needs
+    /// them ([`TransportSetup::needs_fabric_rtt`]; `sim/setup.rs`, `fabric_rtt`).
+    pub fabric_rtt: Option<FabricRtt>,
 }
 
 /// A retransmission timeout set in advance (not from measured RTTs), which setup checks
@@ -213,10 +213,38 @@ impl TransportSetup<'_> {
             .fold(nic, u64::max)
     }
 
-    /// Some transport of the run needs the fabric's largest base RTT
-    /// ([`Transport::needs_fabric_rtt`]).
+    /// Some flow runs a transport that needs the fabric's largest base RTT and BDP
+    /// ([`TransportSetup::fabric_rtt`]; [`Transport::needs_fabric_rtt`]: a RoCE transport
+    /// under HPCC, IRN without a BDP of its own).
     pub fn needs_fabric_rtt(&self) -> bool {
         self.protocols().any(|p| self.protocol_needs_fabric_rtt(p))
+    }
+
+    /// The sizes of a RoCE transport's packets: the NIC's, with the congestion control's
+    /// header (TIMELY's timestamp, HPCC's telemetry) on every data packet and ACK/NACK.
+    pub fn roce_wire(&self) -> Wire {
+        let extra = self.cc.header_bytes() as u64;
+        let nic = self.nic.wire();
+        Wire {
+            header: nic.header + extra,
+            ack: nic.ack + extra,
+            ..nic
+        }
+    }
+
+    /// The congestion control of a new RoCE flow sent at `line` (`[cc]`).
+    pub fn roce_cc(&self, line: Rate) -> Cc {
+        match self.cc {
+            CcConfig::Dcqcn(_) => Cc::Dcqcn(Dcqcn::new(line)),
+            CcConfig::Timely(_) => Cc::Timely(Timely::new(line)),
+            CcConfig::Hpcc(c) => {
+                let fabric = self
+                    .fabric_rtt
+                    .expect("setup computes the fabric's RTT for HPCC");
+                Cc::Hpcc(Hpcc::new(line, c, fabric))
+            }
+            CcConfig::None => Cc::None,
+        }
     }
 
     /// The parameters of every congestion control, for the run.
@@ -262,21 +290,26 @@ pub struct NicTotals {
 }
 
 /// How a RoCE transport paces a flow: at its congestion control's rate, or line rate without
-/// one.
-#[inline]
+/// one. DCQCN, the common case, is read first with one comparison: the dispatch over every
+/// algorithm (a jump table since the rate-based ones were added) cost R1 8 instructions a
+/// packet.
+#[inline(always)]
 pub(crate) fn cc_pace(flow: &mut FlowState, cc: &CcParams, now: Time) -> Pace {
-    let line = flow.line_rate.bps() as f64;
-    Pace::Rate(flow.cc.rate(cc, now).unwrap_or(line))
+    let rate = match &mut flow.cc {
+        Cc::Dcqcn(d) => d.rate(&cc.dcqcn, now),
+        other => other.rate(cc, now).unwrap_or(flow.line_rate.bps() as f64),
+    };
+    Pace::Rate(rate)
 }
 
-/// What a rate monitor records of a RoCE flow: its congestion control's rate and target, or
-/// line rate.
+/// What a rate monitor records of a RoCE flow: its congestion control's rate, target and
+/// window, or line rate.
 pub(crate) fn cc_observation(flow: &FlowState, cc: &CcParams, now: Time) -> Observation {
     let reading = flow.cc.observe(cc, now);
     Observation {
         rate: reading.map_or(flow.line_rate.bps() as f64, |r| r.rate),
         target: reading.and_then(|r| r.target),
-        cwnd: None,
+        cwnd: flow.cc.window(),
     }
 }
 
@@ -330,8 +363,8 @@ pub trait Transport: Sized {
         None
     }
 
-    /// It needs the fabric's largest base-RTT BDP (`TransportSetup::fabric_bdp`), which setup
-    /// then computes.
+    /// It needs the fabric's largest base RTT and BDP (`TransportSetup::fabric_rtt`), which
+    /// setup then computes.
     fn needs_fabric_rtt(_setup: &TransportSetup) -> bool {
         false
     }

@@ -9,7 +9,9 @@
 //!   RTTs, pinned flows on a warned path with a slow alternative, so that RLB warns and
 //!   recirculates;
 //! * `tiny_scheme_<name>`: the tiny spec under every scheme of `lb::registry()` with its
-//!   defaults (and a loopback where the scheme needs one).
+//!   defaults (and a loopback where the scheme needs one);
+//! * `tiny_cc_<kind>`: the tiny spec under the RoCE congestion controls other than the
+//!   default DCQCN (`[cc] kind = "timely"`, `"hpcc"`) with their defaults.
 //!
 //! Only deterministic numbers are recorded (never wall time or memory).
 //!
@@ -192,6 +194,16 @@ fn golden_rlb_drill_recirculation() {
 }
 
 #[test]
+fn golden_tiny_every_cc() {
+    for kind in ["timely", "hpcc"] {
+        let spec = format!("{}\n[cc]\nkind = \"{kind}\"\n", testing::TINY);
+        let (out, text) = golden(&spec, &format!("{kind}.toml"));
+        assert_eq!(out.stats.flows_finished, out.stats.flows_total, "{kind}");
+        insta::assert_snapshot!(format!("tiny_cc_{kind}"), text);
+    }
+}
+
+#[test]
 fn golden_tiny_every_scheme() {
     let (_, plain) = golden(testing::TINY, "tiny.toml");
     for scheme in registry() {
@@ -212,7 +224,8 @@ fn golden_tiny_every_scheme() {
 }
 
 /// The tiny spec under each RoCE transport other than the default (go-back-N, `tiny_ecmp`),
-/// at 80% load: IRN with PFC off and a buffer small enough to drop, and IRN with PFC on.
+/// at 80% load: IRN with PFC off and a buffer small enough to drop, IRN with PFC on, and IRN
+/// under HPCC with PFC off.
 #[test]
 fn golden_tiny_every_transport() {
     let cases = [
@@ -221,6 +234,10 @@ fn golden_tiny_every_transport() {
             "[nic]\nrecovery = \"irn\"\n[switch]\nbuffer = \"200KB\"\n[switch.pfc]\nenabled = false\n",
         ),
         ("irn_pfc", "[nic]\nrecovery = \"irn\"\n"),
+        (
+            "irn_hpcc",
+            "[nic]\nrecovery = \"irn\"\n[cc]\nkind = \"hpcc\"\n[switch.pfc]\nenabled = false\n",
+        ),
     ];
     for (name, tables) in cases {
         let mut spec = tiny();

@@ -4,6 +4,7 @@
 //! Run them with `cargo test --release -p pfcsim-core --test integration` (a module alone:
 //! add its path as a filter, e.g. `-- conweave::`).
 
+mod cc;
 mod clb;
 mod coflows;
 mod conweave;

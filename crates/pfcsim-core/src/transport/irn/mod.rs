@@ -22,9 +22,10 @@
 //! * Two timeouts: `rto_low` while at most `low_rto_packets` packets are outstanding,
 //!   `rto_high` otherwise; the timer restarts on every packet sent and every ACK that leaves
 //!   data outstanding. With PFC on, `timeouts_with_pfc = false` turns it off.
-//! * Congestion control as go-back-N's: the flow is paced at its algorithm's rate (`[cc]`),
-//!   and a NACK carries the CNP flag under `nic.cnp_on_nack` (as every out-of-order NACK of
-//!   the reference does) or when the packet was marked.
+//! * Congestion control as go-back-N's: the flow is paced at its algorithm's rate (`[cc]`)
+//!   within its window if it keeps one (HPCC), the algorithm's header bytes ride on every
+//!   packet, and a NACK carries the CNP flag under `nic.cnp_on_nack` (as every out-of-order
+//!   NACK of the reference does) or when the packet was marked.
 //!
 //! Not modelled: IRN's NIC-side changes to RDMA operations (read responses, atomics, the
 //! receive WQE bookkeeping of its §4), the receiver's limited out-of-order buffer (it holds
@@ -48,8 +49,12 @@ use crate::units::{Rate, Time};
 /// IRN's state for a run: the NIC's parameters and every IRN flow's state.
 pub struct Irn {
     payload: u64,
+    /// Header bytes of a data packet and bytes of an ACK/NACK, the congestion control's
+    /// header included.
     header: u16,
-    control_bytes: u16,
+    ack_bytes: u16,
+    /// The congestion control keeps a window on the bytes in flight (HPCC).
+    windowed: bool,
     ack_interval: u32,
     nack_interval: crate::units::Time,
     cnp_on_nack: bool,
@@ -153,11 +158,15 @@ impl Irn {
         None
     }
 
-    /// BDP flow control lets the flow's next new packet go.
+    /// BDP flow control, and the congestion control's window if it keeps one (as go-back-N
+    /// reads it: the bytes sent past the cumulative ACK below the window), let the flow's next
+    /// new packet go.
     #[inline]
     fn may_send_new(&self, flow: &FlowState) -> bool {
         let seq = flow.high_sent;
-        seq < flow.spec.size && seq + self.len_at(flow, seq) <= flow.snd_una + self.bdp
+        seq < flow.spec.size
+            && seq + self.len_at(flow, seq) <= flow.snd_una + self.bdp
+            && (!self.windowed || (flow.cc.window()).is_none_or(|w| seq - flow.snd_una < w))
     }
 
     /// The retransmission timeout now: `rto_low` with few packets outstanding (the packets
@@ -184,17 +193,19 @@ impl Transport for Irn {
         let bdp = match (any, irn.bdp) {
             (false, _) => payload,
             (true, Some(bdp)) => bdp.0,
-            (true, None) => setup.fabric_bdp.expect("the fabric's BDP, for IRN"),
+            (true, None) => setup.fabric_rtt.expect("the fabric's BDP, for IRN").bdp,
         };
         let bdp = bdp.max(payload);
         // Packets past the cumulative ACK that BDP flow control lets be outstanding, and one
         // more: at either end, every live bit is within that many packets of the base.
         let packets = bdp.div_ceil(payload) + 1;
         let words = packets.div_ceil(64).next_power_of_two() as usize;
+        let wire = setup.roce_wire();
         Irn {
             payload,
-            header: nic.header_bytes,
-            control_bytes: nic.control_bytes,
+            header: wire.header as u16,
+            ack_bytes: wire.ack as u16,
+            windowed: setup.cc.has_window(),
             ack_interval: nic.ack_interval,
             nack_interval: nic.nack_interval,
             cnp_on_nack: nic.cnp_on_nack,
@@ -220,11 +231,11 @@ impl Transport for Irn {
     }
 
     fn wire(setup: &TransportSetup) -> Wire {
-        setup.nic.wire()
+        setup.roce_wire()
     }
 
     fn cc(setup: &TransportSetup, line: Rate) -> Cc {
-        setup.cc.flow_state(line)
+        setup.roce_cc(line)
     }
 
     fn fixed_timeout(setup: &TransportSetup) -> Option<FixedTimeout> {
@@ -236,8 +247,9 @@ impl Transport for Irn {
         })
     }
 
+    /// For its BDP cap, unless `bdp` is set, and for HPCC.
     fn needs_fabric_rtt(setup: &TransportSetup) -> bool {
-        setup.nic.irn.bdp.is_none()
+        setup.nic.irn.bdp.is_none() || setup.cc.needs_fabric_rtt()
     }
 
     /// A lost packet to retransmit, or a new packet that BDP flow control lets go.
@@ -341,7 +353,7 @@ impl Transport for Irn {
             totals.payload_discarded += payload;
             (PacketKind::Ack, pkt.ce(), pkt.ce(), 0)
         };
-        let mut reply = pkt.reply(kind, self.control_bytes);
+        let mut reply = pkt.reply(kind, self.ack_bytes);
         reply.seq = flow.expected;
         reply.set_sack_offset(sack as u32);
         reply.set_cnp(cnp);

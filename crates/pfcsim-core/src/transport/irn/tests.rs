@@ -34,7 +34,10 @@ fn alone(packets: u64, irn: IrnConfig) -> (Irn, FlowState) {
     let flow = FlowState::new(0, spec, Time::ZERO, line, (Protocol::Irn, Cc::None));
     // As setup finds it for a fabric with a 100-packet BDP, unless `irn.bdp` says otherwise.
     let mut setup = cfg.transports();
-    setup.fabric_bdp = Some(100 * PAYLOAD);
+    setup.fabric_rtt = Some(crate::cc::FabricRtt {
+        rtt: Time::from_us(8),
+        bdp: 100 * PAYLOAD,
+    });
     let irn = Irn::new(&setup, std::slice::from_ref(&flow));
     (irn, flow)
 }
@@ -80,6 +83,37 @@ fn bdp_flow_control_caps_the_bytes_outstanding() {
     let out = irn.on_ack(&mut flow, &cc, &ack(3 * PAYLOAD, None), Time::ZERO);
     assert_eq!(out.newly_acked, 2 * PAYLOAD);
     assert_eq!(send_all(&mut irn, &mut flow), [5000, 6000]);
+}
+
+#[test]
+fn hpccs_window_holds_new_packets_as_the_bdp_cap_does() {
+    // IRN's cap at 200 packets, HPCC's window at the fabric's BDP, 100 packets: the window
+    // binds.
+    let cfg = FabricConfig {
+        nic: irn_nic(IrnConfig {
+            bdp: Some(Bytes(200 * PAYLOAD)),
+            ..IrnConfig::default()
+        }),
+        cc: CcConfig::Hpcc(Default::default()),
+        ..Default::default()
+    };
+    let mut setup = cfg.transports();
+    setup.fabric_rtt = Some(crate::cc::FabricRtt {
+        rtt: Time::from_us(8),
+        bdp: 100 * PAYLOAD,
+    });
+    let line = Rate::gbps(100);
+    let spec = FlowSpec::scripted(0, 1, 500 * PAYLOAD, Time::ZERO);
+    let how = (Protocol::Irn, setup.roce_cc(line));
+    let mut flow = FlowState::new(0, spec, Time::ZERO, line, how);
+    let mut irn = Irn::new(&setup, std::slice::from_ref(&flow));
+    assert_eq!(flow.cc.window(), Some(100 * PAYLOAD));
+    assert_eq!(send_all(&mut irn, &mut flow).len(), 100);
+    assert_eq!(
+        irn.next_segment(&flow).header,
+        48 + 42,
+        "HPCC's telemetry on the wire"
+    );
 }
 
 #[test]

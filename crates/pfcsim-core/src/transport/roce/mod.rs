@@ -2,8 +2,10 @@
 //!
 //! Modelled on the NIC of the HPCC/ConWeave ns-3 simulators (`docs/reference/fabric.md` has the
 //! details and sources):
-//! * Sender: paced at its congestion control's rate (`[cc]`: DCQCN, or line rate without);
-//!   go-back-N on NACK (resend from the first unacknowledged byte); a retransmission timeout
+//! * Sender: paced at its congestion control's rate (`[cc]`: DCQCN, TIMELY, HPCC, or line
+//!   rate without), with at most its congestion control's window in flight (HPCC: the
+//!   reference's `IsWinBound`, bytes sent beyond the cumulative ACK); go-back-N on NACK
+//!   (resend from the first unacknowledged byte); a retransmission timeout
 //!   (`nic.rto`, "0s" for none) restarted by every data packet sent and by every ACK that
 //!   leaves data outstanding, after which the flow resends from its first unacknowledged
 //!   byte.
@@ -13,9 +15,10 @@
 //! * The CNP flag rides on the ACK/NACK of a CE-marked packet (and on every NACK with
 //!   `cnp_on_nack`, as in ConWeave); an ACK's ECN echo is its CNP flag, a NACK's the mark of
 //!   the packet that triggered it.
+//! * The congestion control's header bytes (TIMELY's timestamp, HPCC's telemetry) ride on
+//!   every data packet and ACK/NACK.
 //!
-//! Not modelled: window limits, PCIe/host-side delays, multiple NICs
-//! per host.
+//! Not modelled: PCIe/host-side delays, multiple NICs per host.
 
 mod config;
 
@@ -33,21 +36,35 @@ use crate::units::{Rate, Time};
 /// shared [`FlowState`]).
 pub struct GoBackN {
     nic: NicConfig,
+    /// Header bytes of a data packet and bytes of an ACK/NACK, the congestion control's
+    /// header included.
+    data_header: u16,
+    ack_bytes: u16,
+    /// The congestion control keeps a window on the bytes in flight.
+    windowed: bool,
 }
 
 impl Transport for GoBackN {
     fn new(setup: &TransportSetup, _flows: &[FlowState]) -> Self {
+        let wire = setup.roce_wire();
         GoBackN {
             nic: setup.nic.clone(),
+            data_header: wire.header as u16,
+            ack_bytes: wire.ack as u16,
+            windowed: setup.cc.has_window(),
         }
     }
 
     fn wire(setup: &TransportSetup) -> Wire {
-        setup.nic.wire()
+        setup.roce_wire()
     }
 
     fn cc(setup: &TransportSetup, line: Rate) -> Cc {
-        setup.cc.flow_state(line)
+        setup.roce_cc(line)
+    }
+
+    fn needs_fabric_rtt(setup: &TransportSetup) -> bool {
+        setup.cc.needs_fabric_rtt()
     }
 
     fn fixed_timeout(setup: &TransportSetup) -> Option<FixedTimeout> {
@@ -58,18 +75,30 @@ impl Transport for GoBackN {
         })
     }
 
+    /// Bytes left, within the congestion control's window if it keeps one (the window is
+    /// read only in a run whose algorithm has one).
+    #[inline(always)]
+    fn can_send(&self, flow: &FlowState) -> bool {
+        flow.snd_nxt < flow.spec.size
+            && (!self.windowed
+                || flow
+                    .cc
+                    .window()
+                    .is_none_or(|w| flow.snd_nxt.saturating_sub(flow.snd_una) < w))
+    }
+
     #[inline]
     fn next_segment(&mut self, flow: &FlowState) -> Segment {
         let seq = flow.snd_nxt;
         Segment {
             seq,
             payload: self.nic.payload.0.min(flow.spec.size - seq),
-            header: self.nic.header_bytes,
+            header: self.data_header,
         }
     }
 
     /// At the congestion control's rate, or line rate without one.
-    #[inline]
+    #[inline(always)]
     fn pace(&self, flow: &mut FlowState, cc: &CcParams, now: Time) -> Pace {
         cc_pace(flow, cc, now)
     }
@@ -124,7 +153,7 @@ impl Transport for GoBackN {
             totals.payload_discarded += payload;
             (PacketKind::Ack, pkt.ce(), pkt.ce())
         };
-        let mut reply = pkt.reply(kind, nic.control_bytes);
+        let mut reply = pkt.reply(kind, self.ack_bytes);
         reply.seq = flow.expected;
         reply.set_cnp(cnp);
         reply.set_ce(ce);
@@ -132,7 +161,8 @@ impl Transport for GoBackN {
     }
 
     /// Cumulative ACK; a NACK goes back to the first unacknowledged byte; the timer restarts
-    /// while data is outstanding; the NIC is asked to send after every ACK.
+    /// while data is outstanding; the NIC is asked to send after every ACK (a windowed flow,
+    /// which its window may have held, is listed among the flows with data ready again).
     #[inline]
     fn on_ack(
         &mut self,
@@ -150,7 +180,7 @@ impl Transport for GoBackN {
             loss: nack,
             go_back: nack,
             timer: outstanding.then(|| self.timer_on_send(flow, now)).flatten(),
-            send: false,
+            send: self.windowed,
             kick: true,
         }
     }
@@ -159,8 +189,75 @@ impl Transport for GoBackN {
         flow.rto_deadline = now + self.nic.rto;
     }
 
-    /// The congestion control's rate and target, or line rate.
+    /// The congestion control's rate, target and window, or line rate.
     fn observe(&self, flow: &FlowState, cc: &CcParams, now: Time) -> Observation {
         cc_observation(flow, cc, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::{CcConfig, FabricRtt, HpccConfig};
+    use crate::traffic::FlowSpec;
+    use crate::transport::{Protocol, TransportConfig};
+
+    /// Under HPCC a flow may send only while the bytes past its cumulative ACK are below its
+    /// window (one BDP at line rate); without a window (DCQCN) only the bytes left count.
+    #[test]
+    fn the_window_caps_the_bytes_in_flight() {
+        let fabric = FabricRtt {
+            rtt: Time::from_us(10),
+            bdp: 125_000,
+        };
+        for (cc, window) in [
+            (CcConfig::Hpcc(HpccConfig::default()), Some(125_000)),
+            (CcConfig::Dcqcn(Default::default()), None),
+        ] {
+            let nic = NicConfig::default();
+            let transport = TransportConfig::default();
+            let setup = TransportSetup {
+                nic: &nic,
+                transport: &transport,
+                cc: &cc,
+                traffic: &[],
+                lossless: true,
+                fabric_rtt: Some(fabric),
+            };
+            let line = Rate::gbps(100);
+            let how = (Protocol::GoBackN, GoBackN::cc(&setup, line));
+            let spec = FlowSpec::scripted(0, 1, 10_000_000, Time::ZERO);
+            let mut flow = FlowState::new(0, spec, Time::ZERO, line, how);
+            let gbn = GoBackN::new(&setup, &[]);
+            assert_eq!(flow.cc.window(), window);
+            flow.snd_una = 1_000_000;
+            flow.snd_nxt = 1_000_000 + 124_999;
+            assert!(gbn.can_send(&flow));
+            flow.snd_nxt = 1_000_000 + 125_000;
+            assert_eq!(gbn.can_send(&flow), window.is_none(), "{cc:?}");
+        }
+    }
+
+    /// The congestion control's header bytes ride on data packets and ACKs: HPCC's 42
+    /// (telemetry), TIMELY's 8 (timestamp), none for DCQCN.
+    #[test]
+    fn the_cc_header_counts_on_the_wire() {
+        for (cc, extra) in [
+            (CcConfig::Hpcc(HpccConfig::default()), 42),
+            (CcConfig::Timely(Default::default()), 8),
+            (CcConfig::Dcqcn(Default::default()), 0),
+        ] {
+            let (nic, transport) = (NicConfig::default(), TransportConfig::default());
+            let setup = TransportSetup {
+                nic: &nic,
+                transport: &transport,
+                cc: &cc,
+                traffic: &[],
+                lossless: true,
+                fabric_rtt: None,
+            };
+            let wire = GoBackN::wire(&setup);
+            assert_eq!((wire.header, wire.ack), (48 + extra, 64 + extra));
+        }
     }
 }
