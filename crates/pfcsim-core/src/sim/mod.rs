@@ -114,6 +114,18 @@ pub enum SetupError {
 #[cfg(test)]
 pub(crate) type DropFilter = dyn FnMut(&crate::packet::Packet) -> bool;
 
+/// Unit tests: a [`DropFilter`] that drops the first `times` transmissions of the data packet
+/// starting at byte `seq` (of any flow).
+#[cfg(test)]
+pub(crate) fn drop_first(seq: u64, times: u32) -> impl FnMut(&crate::packet::Packet) -> bool {
+    let mut left = times;
+    move |p| {
+        let hit = p.seq == seq && left > 0;
+        left -= hit as u32;
+        hit
+    }
+}
+
 /// A simulation of one fabric with one set of flows.
 pub struct Simulation {
     now: Time,

@@ -105,6 +105,11 @@ impl Irn {
         self.flows[flow.id as usize].as_ref().expect("an IRN flow")
     }
 
+    #[inline]
+    fn state_mut(&mut self, flow: &FlowState) -> &mut IrnFlow {
+        self.flows[flow.id as usize].as_mut().expect("an IRN flow")
+    }
+
     /// The scoreboard (`side` 0) or the receiver's bitmap (`side` 1) of `flow`: its first
     /// word, and the bit of packet `seq`.
     #[inline]
@@ -253,21 +258,16 @@ impl Transport for Irn {
     }
 
     /// A lost packet to retransmit, or a new packet that BDP flow control lets go.
-    #[inline(never)]
     fn can_send(&self, flow: &FlowState) -> bool {
         self.lost_packet(flow).is_some() || self.may_send_new(flow)
     }
 
     /// The first lost packet, else the next new one.
-    #[inline(never)]
     fn next_segment(&mut self, flow: &FlowState) -> Segment {
         let seq = match self.lost_packet(flow) {
             Some(seq) => {
                 let end = seq + self.len_at(flow, seq);
-                self.flows[flow.id as usize]
-                    .as_mut()
-                    .expect("an IRN flow")
-                    .retx_from = end;
+                self.state_mut(flow).retx_from = end;
                 seq
             }
             None => flow.high_sent,
@@ -279,20 +279,17 @@ impl Transport for Irn {
         }
     }
 
-    #[inline(never)]
     fn pace(&self, flow: &mut FlowState, cc: &CcParams, now: Time) -> Pace {
         cc_pace(flow, cc, now)
     }
 
     /// Every data packet restarts the timer, with the timeout for what is now outstanding.
-    #[inline(never)]
     fn timer_on_send(&self, flow: &FlowState, now: Time) -> Option<Time> {
         self.timeouts.then(|| now + self.rto(flow))
     }
 
     /// Deliver in order with what is held after it; hold out-of-order packets and NACK them;
     /// re-ACK duplicates.
-    #[inline(never)]
     fn on_data(
         &mut self,
         flow: &mut FlowState,
@@ -313,7 +310,7 @@ impl Transport for Irn {
             }
             totals.bytes_delivered += delivered.0;
             totals.data_packets_delivered += delivered.1;
-            let st = self.flows[flow.id as usize].as_mut().expect("an IRN flow");
+            let st = self.state_mut(flow);
             st.held_bytes -= delivered.0 - payload;
             flow.unacked_packets += 1;
             flow.unacked_ce |= pkt.ce();
@@ -336,7 +333,7 @@ impl Transport for Irn {
                 }
             } else {
                 self.set(flow, 1, pkt.seq, true);
-                let st = self.flows[flow.id as usize].as_mut().expect("an IRN flow");
+                let st = self.state_mut(flow);
                 st.held_bytes += payload;
                 st.held_max = st.held_max.max(st.held_bytes);
             }
@@ -363,7 +360,6 @@ impl Transport for Irn {
 
     /// Cumulative ACK; a NACK's SACK goes on the scoreboard and starts recovery; recovery
     /// ends past its end; the timer restarts while data is outstanding.
-    #[inline(never)]
     fn on_ack(
         &mut self,
         flow: &mut FlowState,
@@ -381,20 +377,19 @@ impl Transport for Irn {
         }
         flow.snd_una = flow.snd_una.max(pkt.seq);
         let nack = pkt.kind == PacketKind::Nack;
-        if nack {
+        // A NACK's SACK: the packet that triggered it.
+        let sacked = nack.then(|| pkt.seq + pkt.sack_offset() as u64 * self.payload);
+        if let Some(sacked) = sacked {
             flow.nacks_received += 1;
             // (A NACK overtaken by a later cumulative ACK may SACK a packet below it.)
-            let sacked = pkt.seq + pkt.sack_offset() as u64 * self.payload;
             if sacked >= flow.snd_una && sacked < flow.high_sent {
                 self.set(flow, 0, sacked, true);
             }
         }
         let (snd_una, high_sent) = (flow.snd_una, flow.high_sent);
-        let st = self.flows[flow.id as usize].as_mut().expect("an IRN flow");
-        if nack {
-            st.lost_below = st
-                .lost_below
-                .max(pkt.seq + pkt.sack_offset() as u64 * self.payload);
+        let st = self.state_mut(flow);
+        if let Some(sacked) = sacked {
+            st.lost_below = st.lost_below.max(sacked);
             if !st.recovery {
                 st.recovery = true;
                 st.recovery_end = high_sent;
@@ -420,7 +415,7 @@ impl Transport for Irn {
     /// below the highest SACKed one that was not SACKed (retransmissions included).
     fn on_timeout(&mut self, flow: &mut FlowState, now: Time) {
         let head_end = flow.snd_una + self.len_at(flow, flow.snd_una);
-        let st = self.flows[flow.id as usize].as_mut().expect("an IRN flow");
+        let st = self.state_mut(flow);
         st.recovery = true;
         st.recovery_end = flow.high_sent;
         st.retx_from = flow.snd_una;

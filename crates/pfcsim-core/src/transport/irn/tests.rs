@@ -6,7 +6,7 @@ use super::{Irn, IrnConfig, Recovery};
 use crate::cc::{Cc, CcConfig};
 use crate::metrics::FlowRecord;
 use crate::packet::{Packet, PacketKind};
-use crate::sim::{FabricConfig, RunOutput, Simulation, StopRule};
+use crate::sim::{drop_first, FabricConfig, RunOutput, Simulation, StopRule};
 use crate::topology::{LeafSpine, Topology};
 use crate::traffic::FlowSpec;
 use crate::transport::{FlowState, NicConfig, Protocol, Transport};
@@ -209,16 +209,6 @@ fn run(nic: NicConfig, packets: u64, drop: impl FnMut(&Packet) -> bool + 'static
     sim.run_to_end()
 }
 
-/// Drops the first `times` transmissions of the packet starting at byte `seq`.
-fn drop_packet(seq: u64, times: u32) -> impl FnMut(&Packet) -> bool {
-    let mut left = times;
-    move |p| {
-        let hit = p.seq == seq && left > 0;
-        left -= hit as u32;
-        hit
-    }
-}
-
 fn finished(out: &RunOutput) -> &FlowRecord {
     assert_eq!(out.stats.flows_finished, 1);
     assert_eq!(out.stats.bytes_delivered, out.flows[0].size_bytes);
@@ -230,7 +220,7 @@ fn one_dropped_packet_costs_one_retransmission_where_go_back_n_resends_the_tail(
     let irn = run(
         irn_nic(IrnConfig::default()),
         300,
-        drop_packet(100 * PAYLOAD, 1),
+        drop_first(100 * PAYLOAD, 1),
     );
     let f = finished(&irn);
     assert_eq!(f.transport, "irn");
@@ -243,7 +233,7 @@ fn one_dropped_packet_costs_one_retransmission_where_go_back_n_resends_the_tail(
         "every packet after the hole was held"
     );
     assert!(f.ooo_buffer_max_bytes >= PAYLOAD);
-    let gbn = run(NicConfig::default(), 300, drop_packet(100 * PAYLOAD, 1));
+    let gbn = run(NicConfig::default(), 300, drop_first(100 * PAYLOAD, 1));
     let g = finished(&gbn);
     assert_eq!(g.transport, "roce");
     assert!(
@@ -258,7 +248,7 @@ fn one_dropped_packet_costs_one_retransmission_where_go_back_n_resends_the_tail(
 #[test]
 fn a_lone_lost_packet_is_repaired_after_the_low_timeout() {
     let cfg = IrnConfig::default();
-    let out = run(irn_nic(cfg.clone()), 1, drop_packet(0, 1));
+    let out = run(irn_nic(cfg.clone()), 1, drop_first(0, 1));
     let f = finished(&out);
     assert_eq!((f.timeouts, f.retransmitted_bytes), (1, PAYLOAD));
     let fct = Time(f.fct_ps.unwrap());

@@ -5,7 +5,7 @@
 
 use crate::cc::CcConfig;
 use crate::metrics::FlowRecord;
-use crate::sim::{FabricConfig, RunOutput, Simulation, StopRule};
+use crate::sim::{drop_first, FabricConfig, RunOutput, Simulation, StopRule};
 use crate::topology::{LeafSpine, Topology};
 use crate::traffic::FlowSpec;
 use crate::transport::{NicConfig, TcpConfig, TransportConfig, TransportKind};
@@ -41,16 +41,6 @@ fn run(segments: u64, drop: impl FnMut(&crate::packet::Packet) -> bool + 'static
     sim.run_to_end()
 }
 
-/// Drops the first `times` transmissions of the segment starting at byte `seq`.
-fn drop_segment(seq: u64, times: u32) -> impl FnMut(&crate::packet::Packet) -> bool {
-    let mut left = times;
-    move |p| {
-        let hit = p.seq == seq && left > 0;
-        left -= hit as u32;
-        hit
-    }
-}
-
 fn finished(out: &RunOutput) -> &FlowRecord {
     assert_eq!(out.stats.flows_finished, 1);
     assert_eq!(out.stats.bytes_delivered, out.flows[0].size_bytes);
@@ -59,7 +49,7 @@ fn finished(out: &RunOutput) -> &FlowRecord {
 
 #[test]
 fn one_lost_segment_is_repaired_by_fast_retransmit() {
-    let out = run(300, drop_segment(100 * MSS, 1));
+    let out = run(300, drop_first(100 * MSS, 1));
     let f = finished(&out);
     assert_eq!(out.stats.packets_dropped, 1);
     assert_eq!(f.timeouts, 0, "no timeout");
@@ -83,7 +73,7 @@ fn a_lost_tail_is_repaired_by_the_timer_with_backoff() {
     // The last segment is lost twice: no duplicate ACK can follow it, so the timer repairs
     // it, after the RTO (rto_min, 10 ms) and then twice the RTO.
     let n = 20;
-    let out = run(n, drop_segment((n - 1) * MSS, 2));
+    let out = run(n, drop_first((n - 1) * MSS, 2));
     let f = finished(&out);
     assert_eq!(out.stats.packets_dropped, 2);
     assert_eq!((f.timeouts, f.fast_retransmits), (2, 0));
